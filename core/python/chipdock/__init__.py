@@ -1,0 +1,79 @@
+"""chipdock: one stable C device ABI, many accelerator backends.
+
+    import chipdock
+    x = chipdock.tensor([[1.0, 2.0]], device="cpu:0")
+    s = chipdock.Stream("cpu:0")
+    with chipdock.stream(s):
+        y = x.to("cpu:0").clone()
+    print(y.numpy(), chipdock.memory_stats("cpu:0"))
+
+Backends are separate wheels found through the ``chipdock.backends`` entry
+point group or ``CHIPDOCK_PLUGIN_PATH``; ``chipdock.backends()`` says why
+each was accepted or refused. Importing chipdock never fails because of a
+backend: plugins load on first use.
+"""
+
+from __future__ import annotations
+
+from . import _C
+from ._dtypes import (
+    ALL_DTYPES,
+    bfloat16,
+    bool_,
+    dtype,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+from ._runtime import (
+    BackendInfo,
+    Device,
+    Event,
+    Stream,
+    _resolve_device,
+    backends,
+    cmake_dir,
+    current_stream,
+    default_stream,
+    device,
+    devices,
+    empty_cache,
+    get_default_device,
+    include_dir,
+    memory_stats,
+    reset_peak_memory_stats,
+    set_default_device,
+    stream,
+    synchronize,
+)
+from ._tensor import Tensor, empty, from_dlpack, tensor, zeros
+from .errors import (
+    ChipdockError,
+    DeviceError,
+    InvalidArgumentError,
+    InvalidHandleError,
+    NotReadyError,
+    OutOfMemoryError,
+    OutOfRangeError,
+    PluginRefusedError,
+    UnavailableError,
+    UnimplementedError,
+)
+
+__version__: str = _C.__version__
+ABI_VERSION: tuple[int, int] = tuple(_C.ABI_VERSION)  # type: ignore[assignment]
+
+__all__ = [
+    "ABI_VERSION", "ALL_DTYPES", "BackendInfo", "ChipdockError", "Device", "DeviceError", "Event",
+    "InvalidArgumentError", "InvalidHandleError", "NotReadyError", "OutOfMemoryError", "OutOfRangeError",
+    "PluginRefusedError", "Stream", "Tensor", "UnavailableError", "UnimplementedError", "__version__",
+    "_resolve_device", "backends", "bfloat16", "bool_", "cmake_dir", "current_stream", "default_stream",
+    "device", "devices", "dtype", "empty", "empty_cache", "float16", "float32", "float64", "from_dlpack",
+    "get_default_device", "include_dir", "int8", "int16", "int32", "int64", "memory_stats",
+    "reset_peak_memory_stats", "set_default_device", "stream", "synchronize", "tensor", "uint8", "zeros",
+]

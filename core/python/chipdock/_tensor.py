@@ -1,0 +1,135 @@
+"""Creating tensors and moving them to and from NumPy and DLPack.
+
+``Tensor`` itself is the C++ class ``chipdock._C.Tensor``; this module adds
+the NumPy-facing methods to it (dtype objects, ``numpy()``, ``__array__``,
+``repr``), which need ml_dtypes and are not on any hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import _C
+from ._dtypes import BY_CODE, as_dtype, dtype, float32, from_numpy, int64
+from ._runtime import DeviceLike, _resolve_device
+from .errors import InvalidArgumentError
+
+Tensor = _C.Tensor
+
+_DLPACK_CPU = 1
+
+
+def _infer_dtype(data: Any, arr: np.ndarray) -> dtype:
+    # Like PyTorch: Python floats become float32, Python ints int64; NumPy
+    # arrays keep their own dtype.
+    if not isinstance(data, np.ndarray | np.generic):
+        if arr.dtype == np.float64:
+            return float32
+        if arr.dtype.kind in "iu" and arr.dtype != np.uint8:
+            return int64
+    return from_numpy(arr.dtype, "tensor")
+
+
+def tensor(data: Any, device: DeviceLike = None, dtype: Any = None) -> Tensor:
+    """A new tensor on ``device`` holding a copy of ``data`` (array-like or Tensor)."""
+    if isinstance(data, Tensor):
+        if dtype is None or as_dtype(dtype) is data.dtype:
+            return data.to(_resolve_device(device))
+        data = data.numpy()
+    try:
+        arr = np.asarray(data)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgumentError.make("core", "tensor", f"cannot convert data to an array: {exc}") from None
+    if arr.dtype.kind in "OUSVcMm":
+        from_numpy(arr.dtype, "tensor")  # raises unless known (bfloat16's kind is "V")
+    target = as_dtype(dtype, "tensor") if dtype is not None else _infer_dtype(data, arr)
+    arr = arr.astype(target.numpy, order="C", copy=False)  # keeps 0-d arrays 0-d
+    return Tensor._from_array(arr, target.code, _resolve_device(device))
+
+
+def empty(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike = None) -> Tensor:
+    """An uninitialized contiguous tensor."""
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    return Tensor._empty(dims, as_dtype(dtype, "empty").code, _resolve_device(device))
+
+
+def zeros(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike = None) -> Tensor:
+    """A contiguous tensor of zeros (a device memset)."""
+    return empty(shape, dtype, device).zero_()
+
+
+def from_dlpack(obj: Any, device: DeviceLike = None) -> Tensor:
+    """A tensor from any DLPack producer.
+
+    Memory on one of chipdock's devices (matched by DLPack device type and
+    id) is wrapped without a copy. Host memory (kDLCPU, e.g. NumPy or a
+    PyTorch CPU tensor) is copied onto ``device`` (default device), because a
+    chipdock device owns its memory even when it is the CPU backend.
+    """
+    if isinstance(obj, Tensor):
+        return obj if device is None else obj.to(_resolve_device(device))
+    if isinstance(obj, np.ndarray):  # host memory; NumPy cannot export every dtype (bfloat16)
+        return tensor(obj, device=device)
+    if not hasattr(obj, "__dlpack_device__"):
+        raise InvalidArgumentError.make("core", "from_dlpack", f"{type(obj).__name__} does not support DLPack")
+    dev_type, dev_id = obj.__dlpack_device__()
+    ours = None if dev_type == _DLPACK_CPU else _C.find_dlpack_device(int(dev_type), int(dev_id))
+    if ours is not None:
+        t = _C.import_dlpack(obj.__dlpack__(stream=None), ours)
+        return t if device is None else t.to(_resolve_device(device))
+    if dev_type == _DLPACK_CPU:
+        return tensor(np.from_dlpack(obj), device=device)
+    raise InvalidArgumentError.make(
+        "core", "from_dlpack", f"DLPack device ({dev_type}, {dev_id}) is not a chipdock device or host memory"
+    )
+
+
+# ----------------------------------------------------- Tensor conveniences --
+
+def _dtype(self: Tensor) -> dtype:
+    return BY_CODE[self._dtype_code]
+
+
+def _numpy(self: Tensor) -> np.ndarray:
+    out = np.empty(self.shape, dtype=_dtype(self).numpy)
+    self._copy_to_array(out)
+    return out
+
+
+def _array(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    arr = _numpy(self)
+    return arr if dtype is None else arr.astype(dtype, copy=False)
+
+
+def _tolist(self: Tensor) -> Any:
+    return _numpy(self).tolist()
+
+
+def _item(self: Tensor) -> Any:
+    if self.numel() != 1:
+        raise InvalidArgumentError.make("core", "Tensor.item", f"a tensor of {self.numel()} elements is not a scalar")
+    return _numpy(self).reshape(()).item()
+
+
+def _repr(self: Tensor) -> str:
+    body = np.array2string(_numpy(self), separator=", ", threshold=64, prefix="tensor(")
+    return f"tensor({body}, device='{self.device}', dtype={_dtype(self).name})"
+
+
+def _size(self: Tensor, dim: int | None = None) -> Any:
+    return self.shape if dim is None else self.shape[dim]
+
+
+Tensor.dtype = property(_dtype, doc="The element type (a chipdock.dtype).")
+Tensor.numpy = _numpy
+Tensor.__array__ = _array
+Tensor.tolist = _tolist
+Tensor.item = _item
+Tensor.__repr__ = _repr
+Tensor.size = _size
+Tensor.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))))
+
+__all__ = ["Tensor", "empty", "from_dlpack", "tensor", "zeros"]

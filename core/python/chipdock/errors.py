@@ -1,0 +1,82 @@
+"""Exceptions raised by chipdock.
+
+Every error names the backend (or ``core``), the call that failed and the
+reason: ``[cpu] memcpy_host_to_device: range ... overruns ...``. The C++ core
+raises these through its Python binding; nothing here imports the binding.
+"""
+
+from __future__ import annotations
+
+
+class ChipdockError(RuntimeError):
+    """Base class of every chipdock error."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str = "core",
+        call: str = "",
+        reason: str = "",
+        code: str = "ERROR",
+    ) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.call = call
+        self.reason = reason or message
+        self.code = code
+
+    @classmethod
+    def make(cls, backend: str, call: str, reason: str) -> ChipdockError:
+        """Builds an error with the standard ``[backend] call: reason`` message."""
+        return cls(f"[{backend}] {call}: {reason}", backend=backend, call=call, reason=reason)
+
+
+class InvalidArgumentError(ChipdockError, ValueError):
+    """A bad value the caller could have checked (shape, dtype, ordinal...)."""
+
+
+class OutOfRangeError(InvalidArgumentError, IndexError):
+    """An access beyond an allocation or a view."""
+
+
+class InvalidHandleError(ChipdockError):
+    """A destroyed, unknown or foreign stream/event/allocation handle."""
+
+
+class OutOfMemoryError(ChipdockError, MemoryError):
+    """The device had no room, even after the allocator released its cache."""
+
+
+class UnimplementedError(ChipdockError, NotImplementedError):
+    """The backend leaves this function or kernel unimplemented."""
+
+
+class NotReadyError(ChipdockError):
+    """Work is still pending (e.g. elapsed time of an unfinished event)."""
+
+
+class DeviceError(ChipdockError):
+    """The device or its runtime failed."""
+
+
+class UnavailableError(ChipdockError):
+    """The vendor runtime or driver is missing or too old."""
+
+
+class PluginRefusedError(ChipdockError):
+    """A backend plugin was refused at load time; ``reason`` says why."""
+
+
+__all__ = [
+    "ChipdockError",
+    "DeviceError",
+    "InvalidArgumentError",
+    "InvalidHandleError",
+    "NotReadyError",
+    "OutOfMemoryError",
+    "OutOfRangeError",
+    "PluginRefusedError",
+    "UnavailableError",
+    "UnimplementedError",
+]

@@ -1,0 +1,240 @@
+#include "allocator.hpp"
+
+#include <cstdio>
+
+#include "runtime.hpp"
+
+namespace chipdock {
+
+namespace {
+constexpr size_t kGranule = 512;           // every block is a multiple of this
+constexpr size_t kSmallLimit = 1 << 20;    // small blocks may be reused up to 2x
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 4) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return buffer;
+}
+
+CachingAllocator::CachingAllocator(Device* device) : device_(device) {}
+
+CachingAllocator::~CachingAllocator() = default;  // devices live as long as the process
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  return (bytes + kGranule - 1) / kGranule * kGranule;
+}
+
+Block* CachingAllocator::take_cached(size_t size, uint64_t stream_id) {
+  auto pool_it = pools_.find(stream_id);
+  if (pool_it == pools_.end()) return nullptr;
+  auto& pool = pool_it->second;
+  auto it = pool.lower_bound(size);
+  if (it == pool.end()) return nullptr;
+  // Do not hand a huge block to a small request: it would strand memory.
+  size_t limit = size <= kSmallLimit ? 2 * size : size + size / 4;
+  if (it->first > limit) return nullptr;
+  Block* block = it->second;
+  pool.erase(it);
+  stats_.cached -= block->size;
+  return block;
+}
+
+void CachingAllocator::collect_completed_pending() {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    Block* block = *it;
+    bool done = true;
+    for (auto& ev : block->pending) {
+      if (!ev->query()) {
+        done = false;
+        break;
+      }
+    }
+    if (!done) {
+      ++it;
+      continue;
+    }
+    block->pending.clear();
+    pools_[block->stream_id].emplace(block->size, block);
+    stats_.cached += block->size;
+    it = pending_.erase(it);
+  }
+}
+
+void* CachingAllocator::device_allocate(size_t size) {
+  void* ptr = nullptr;
+  device_->bind_thread();
+  CD_CALL(device_->plugin(), memory_allocate, device_->ordinal(), size, &ptr);
+  ++stats_.device_allocations;
+  return ptr;
+}
+
+Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
+  if (&stream.device() != device_) {
+    throw_invalid("allocate", "the stream belongs to " + stream.device().label() + ", not " + device_->label());
+  }
+  const size_t size = round_size(bytes);
+  std::unique_lock<std::mutex> lock(mutex_);
+  collect_completed_pending();
+  Block* block = take_cached(size, stream.id());
+  if (block != nullptr) {
+    ++stats_.cache_hits;
+  } else {
+    void* ptr = nullptr;
+    try {
+      ptr = device_allocate(size);
+    } catch (const Error& first) {
+      if (first.code() != CD_STATUS_OUT_OF_MEMORY) throw;
+      // Release the cache (the device must be idle first) and retry once.
+      ++stats_.oom_retries;
+      std::vector<Block*> cached = detach_cached();
+      lock.unlock();
+      device_->synchronize();
+      free_blocks(cached);
+      lock.lock();
+      try {
+        ptr = device_allocate(size);
+      } catch (const Error& second) {
+        if (second.code() != CD_STATUS_OUT_OF_MEMORY) throw;
+        ++stats_.ooms;
+        lock.unlock();
+        throw Error(CD_STATUS_OUT_OF_MEMORY, device_->plugin().name(), "memory_allocate",
+                    "out of memory allocating " + format_bytes(size) + " on " + device_->label() +
+                        " after releasing the cache (" + second.reason() + "); " + describe_stats());
+      }
+    }
+    block = new Block();
+    block->ptr = ptr;
+    block->size = size;
+  }
+  block->requested = bytes;
+  block->stream_id = stream.id();
+  stats_.current += block->size;
+  if (stats_.current > stats_.peak) stats_.peak = stats_.current;
+  ++stats_.allocations;
+  ++stats_.total_allocations;
+  return block;
+}
+
+void CachingAllocator::record_stream(Block* block, const StreamPtr& stream) {
+  if (!stream || stream->id() == block->stream_id) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& s : block->used_on) {
+    if (s->id() == stream->id()) return;
+  }
+  block->used_on.push_back(stream);
+}
+
+void CachingAllocator::release(Block* block) noexcept {
+  if (block == nullptr) return;
+  if (device_->plugin().is_shut_down()) return;  // the process is exiting
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.current -= block->size;
+  --stats_.allocations;
+  // Work on other streams may still read the block: wait for it via events.
+  for (auto& s : block->used_on) {
+    try {
+      if (s->destroyed()) continue;
+      auto ev = std::make_shared<Event>(device_, false);
+      ev->record(*s);
+      block->pending.push_back(std::move(ev));
+    } catch (...) {
+      // Could not record: fall back to a full wait before the block is reused.
+      try {
+        s->synchronize();
+      } catch (...) {
+      }
+    }
+  }
+  block->used_on.clear();
+  if (!block->pending.empty()) {
+    pending_.push_back(block);
+    return;
+  }
+  pools_[block->stream_id].emplace(block->size, block);
+  stats_.cached += block->size;
+}
+
+std::vector<Block*> CachingAllocator::detach_cached() {
+  std::vector<Block*> out;
+  for (auto& [stream_id, pool] : pools_) {
+    for (auto& [size, block] : pool) out.push_back(block);
+    pool.clear();
+  }
+  pools_.clear();
+  stats_.cached = 0;
+  return out;
+}
+
+void CachingAllocator::free_blocks(const std::vector<Block*>& blocks) noexcept {
+  for (Block* block : blocks) {
+    try {
+      CD_CALL(device_->plugin(), memory_free, device_->ordinal(), block->ptr);
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.device_frees;
+    } catch (...) {
+      // Leaking is the only safe answer to a failed free.
+    }
+    delete block;
+  }
+}
+
+void CachingAllocator::empty_cache() {
+  device_->synchronize();
+  std::vector<Block*> cached;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    collect_completed_pending();
+    cached = detach_cached();
+  }
+  free_blocks(cached);
+}
+
+void CachingAllocator::release_cached_noexcept() noexcept {
+  std::vector<Block*> cached;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cached = detach_cached();
+  }
+  free_blocks(cached);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  MemoryStats out = stats_;
+  out.reserved = out.current + out.cached;
+  for (Block* block : pending_) out.reserved += block->size;
+  return out;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.peak = stats_.current;
+}
+
+std::string CachingAllocator::describe_stats() const {
+  MemoryStats s = stats();
+  std::string text = "allocator: current " + format_bytes(s.current) + ", peak " + format_bytes(s.peak) +
+                     ", cached " + format_bytes(s.cached) + ", " + std::to_string(s.allocations) +
+                     " live allocations";
+  size_t free_bytes = 0, total_bytes = 0;
+  const cd_plugin_api& api = device_->plugin().api();
+  if (api.memory_get_info != nullptr) {
+    cd_error* err = api.memory_get_info(device_->ordinal(), &free_bytes, &total_bytes);
+    if (err == nullptr) {
+      text += "; device: " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes);
+    } else {
+      api.error_destroy(err);
+    }
+  }
+  return text;
+}
+
+}  // namespace chipdock

@@ -1,0 +1,89 @@
+// A caching, stream-aware device allocator (one per device).
+//
+// Freed blocks go back to a pool of the stream they were allocated on and
+// are reused by later allocations on that same stream without any
+// synchronization: stream order already guarantees the old work is done
+// before the new work runs. A block that was also used on other streams
+// (record_stream) is held back until events recorded on those streams have
+// completed. On out-of-memory the cache is released and the allocation
+// retried once before an OutOfMemory error reports the statistics.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "stream.hpp"
+
+namespace chipdock {
+
+class Device;
+
+struct Block {
+  void* ptr = nullptr;
+  size_t size = 0;         // bytes reserved on the device
+  size_t requested = 0;    // bytes the caller asked for
+  uint64_t stream_id = 0;  // the pool it returns to
+  std::vector<StreamPtr> used_on;  // other streams that touched it
+  std::vector<EventPtr> pending;   // events to wait for before reuse
+};
+
+struct MemoryStats {
+  uint64_t current = 0;   // bytes in blocks handed out
+  uint64_t peak = 0;      // highest `current` since the last reset
+  uint64_t cached = 0;    // bytes in free blocks kept for reuse
+  uint64_t reserved = 0;  // current + cached (+ blocks awaiting events)
+  uint64_t allocations = 0;         // blocks handed out now
+  uint64_t total_allocations = 0;   // blocks handed out since start
+  uint64_t device_allocations = 0;  // memory_allocate calls that succeeded
+  uint64_t device_frees = 0;        // memory_free calls
+  uint64_t cache_hits = 0;          // allocations served from the cache
+  uint64_t oom_retries = 0;         // times the cache was flushed to retry
+  uint64_t ooms = 0;                // OutOfMemory errors raised
+};
+
+class CachingAllocator {
+ public:
+  explicit CachingAllocator(Device* device);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // A block of at least `bytes` (> 0), usable by work on `stream`.
+  Block* allocate(size_t bytes, Stream& stream);
+  // Returns a block to its stream's pool (or to the pending list).
+  void release(Block* block) noexcept;
+  // Marks `block` as used by work on `stream` as well.
+  void record_stream(Block* block, const StreamPtr& stream);
+  // Synchronizes the device and frees every cached block.
+  void empty_cache();
+  // Frees cached blocks without synchronizing (shutdown path only).
+  void release_cached_noexcept() noexcept;
+
+  MemoryStats stats() const;
+  void reset_peak();
+  std::string describe_stats() const;
+
+ private:
+  static size_t round_size(size_t bytes);
+  Block* take_cached(size_t size, uint64_t stream_id);
+  void collect_completed_pending();
+  std::vector<Block*> detach_cached();
+  void free_blocks(const std::vector<Block*>& blocks) noexcept;
+  void* device_allocate(size_t size);  // may throw OUT_OF_MEMORY
+
+  Device* device_;
+  mutable std::mutex mutex_;
+  // Free blocks by stream, then by size (best fit).
+  std::map<uint64_t, std::multimap<size_t, Block*>> pools_;
+  std::vector<Block*> pending_;
+  MemoryStats stats_;
+};
+
+std::string format_bytes(uint64_t bytes);
+
+}  // namespace chipdock

@@ -1,0 +1,36 @@
+// Launching a registered kernel: tensor views, the kernel context, and the
+// workspace the core lends kernels through cd_core_api.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "chipdock/device_api.h"
+#include "tensor.hpp"
+
+namespace chipdock {
+
+// An attribute owned by the caller for the duration of a launch.
+struct Attribute {
+  std::string name;
+  cd_attr_type_t type = CD_ATTR_INT;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+};
+
+// The kernel for (op, dtypes of inputs then outputs) on `device`, or NULL.
+cd_kernel_fn find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
+                         const std::vector<const Tensor*>& outputs);
+
+// Runs `op` on `stream`; throws UNIMPLEMENTED when no kernel is registered
+// and the plugin's error when the kernel refuses its arguments.
+void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
+                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes = {});
+
+// cd_core_api.workspace_allocate, for the launch behind `ctx`.
+cd_status_t workspace_allocate(const cd_kernel_context* ctx, size_t bytes, void** out) noexcept;
+
+}  // namespace chipdock

@@ -1,0 +1,359 @@
+#include "tensor.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "dtype.hpp"
+#include "launch.hpp"
+
+namespace chipdock {
+
+namespace {
+
+// Byte range [lo, hi) of storage that a strided view touches.
+struct Span {
+  int64_t lo;
+  int64_t hi;
+};
+
+Span view_span(const Shape& shape, const Shape& strides, int64_t offset, size_t itemsize) {
+  int64_t lo = offset, hi = offset;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return {offset * static_cast<int64_t>(itemsize), offset * static_cast<int64_t>(itemsize)};
+    int64_t extent = (shape[d] - 1) * strides[d];
+    (extent < 0 ? lo : hi) += extent;
+  }
+  return {lo * static_cast<int64_t>(itemsize), (hi + 1) * static_cast<int64_t>(itemsize)};
+}
+
+// dst[i...] = src[i...] for host buffers laid out by the given element strides.
+void host_strided_copy(char* dst, const Shape& dst_strides, const char* src, const Shape& src_strides,
+                       const Shape& shape, size_t itemsize) {
+  const size_t ndim = shape.size();
+  for (int64_t n : shape) {
+    if (n == 0) return;
+  }
+  std::vector<int64_t> index(ndim, 0);
+  const auto isz = static_cast<int64_t>(itemsize);
+  while (true) {
+    int64_t d_off = 0, s_off = 0;
+    for (size_t d = 0; d < ndim; ++d) {
+      d_off += index[d] * dst_strides[d];
+      s_off += index[d] * src_strides[d];
+    }
+    std::memcpy(dst + d_off * isz, src + s_off * isz, itemsize);
+    size_t d = ndim;
+    while (d > 0) {
+      --d;
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+      if (d == 0) return;
+    }
+    if (ndim == 0) return;
+  }
+}
+
+// The current stream of `device`, recorded on `storage` if it differs from
+// the stream the storage was allocated for.
+StreamPtr stream_for(const Tensor& t) {
+  StreamPtr stream = t.device().current_stream();
+  t.storage()->record_stream(stream);
+  return stream;
+}
+
+void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
+  Device& dev = stream.device();
+  Plugin& p = dev.plugin();
+  dev.bind_thread();
+  if (p.api().memcpy_host_to_device_async != nullptr) {
+    CD_CALL(p, memcpy_host_to_device_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_host_to_device_async"));
+    wait_for_stream_point(stream);  // `src` is the caller's memory: finish before returning
+  } else {
+    stream.synchronize();
+    CD_CALL(p, memcpy_host_to_device, dev.ordinal(), dst, src, nbytes);
+  }
+}
+
+void d2h_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
+  Device& dev = stream.device();
+  Plugin& p = dev.plugin();
+  dev.bind_thread();
+  if (p.api().memcpy_device_to_host_async != nullptr) {
+    CD_CALL(p, memcpy_device_to_host_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_host_async"));
+    wait_for_stream_point(stream);
+  } else {
+    stream.synchronize();
+    CD_CALL(p, memcpy_device_to_host, dev.ordinal(), dst, src, nbytes);
+  }
+}
+
+void d2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
+  Device& dev = stream.device();
+  Plugin& p = dev.plugin();
+  dev.bind_thread();
+  if (p.api().memcpy_device_to_device_async != nullptr) {
+    CD_CALL(p, memcpy_device_to_device_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_device_async"));
+  } else {
+    stream.synchronize();
+    CD_CALL(p, memcpy_device_to_device, dev.ordinal(), dst, src, nbytes);
+  }
+}
+
+char* offset_ptr(void* base, int64_t bytes) { return static_cast<char*>(base) + bytes; }
+
+}  // namespace
+
+// ------------------------------------------------------------------ storage --
+
+std::shared_ptr<Storage> Storage::allocate(Device& device, size_t nbytes, Stream& stream) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->device_ = &device;
+  s->nbytes_ = nbytes;
+  if (nbytes > 0) {
+    s->block_ = device.allocator().allocate(nbytes, stream);
+    s->data_ = s->block_->ptr;
+  }
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::external(Device& device, void* data, size_t nbytes,
+                                           std::function<void()> deleter) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->device_ = &device;
+  s->data_ = data;
+  s->nbytes_ = nbytes;
+  s->deleter_ = std::move(deleter);
+  return s;
+}
+
+Storage::~Storage() {
+  if (block_ != nullptr) device_->allocator().release(block_);
+  if (deleter_) {
+    try {
+      deleter_();
+    } catch (...) {
+    }
+  }
+}
+
+void Storage::record_stream(const StreamPtr& stream) {
+  if (block_ != nullptr) device_->allocator().record_stream(block_, stream);
+}
+
+// ------------------------------------------------------------------- tensor --
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size(), 1);
+  int64_t running = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = running;
+    running *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+int64_t shape_numel(const Shape& shape, const char* call) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw_invalid(call, "negative dimension " + std::to_string(d) + " in shape");
+    if (d != 0 && n > INT64_MAX / d) throw_invalid(call, "shape has more than 2^63 elements");
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, cd_dtype_t dtype)
+    : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset), dtype_(dtype) {}
+
+Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype) {
+  if (!dtype_valid(dtype)) throw_invalid("empty", "unknown dtype code " + std::to_string(dtype));
+  int64_t n = shape_numel(shape, "empty");
+  size_t nbytes = static_cast<size_t>(n) * dtype_size(dtype);
+  StreamPtr stream = device.current_stream();
+  return Tensor(Storage::allocate(device, nbytes, *stream), shape, contiguous_strides(shape), 0, dtype);
+}
+
+size_t Tensor::itemsize() const noexcept { return dtype_size(dtype_); }
+
+int64_t Tensor::numel() const noexcept {
+  int64_t n = 1;
+  for (int64_t d : shape_) n *= d;
+  return n;
+}
+
+bool Tensor::is_contiguous() const noexcept {
+  int64_t expected = 1;
+  for (size_t i = shape_.size(); i-- > 0;) {
+    if (shape_[i] == 1) continue;
+    if (shape_[i] == 0) return true;
+    if (strides_[i] != expected) return false;
+    expected *= shape_[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const noexcept {
+  return storage_->data() == nullptr ? nullptr : offset_ptr(storage_->data(), offset_ * static_cast<int64_t>(itemsize()));
+}
+
+Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offset) const {
+  if (shape.size() != strides.size()) {
+    throw_invalid("as_strided", "shape has " + std::to_string(shape.size()) + " dims, strides " +
+                                    std::to_string(strides.size()));
+  }
+  shape_numel(shape, "as_strided");
+  Span span = view_span(shape, strides, offset, itemsize());
+  if (span.lo < 0 || span.hi > static_cast<int64_t>(storage_->nbytes())) {
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", "as_strided",
+                "the view touches bytes [" + std::to_string(span.lo) + ", " + std::to_string(span.hi) +
+                    ") of a " + std::to_string(storage_->nbytes()) + "-byte storage");
+  }
+  return Tensor(storage_, shape, strides, offset, dtype_);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  const int64_t n = ndim();
+  if (static_cast<int64_t>(dims.size()) != n) {
+    throw_invalid("permute", "got " + std::to_string(dims.size()) + " dims for a " + std::to_string(n) + "-d tensor");
+  }
+  Shape shape(n), strides(n);
+  std::vector<bool> seen(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = dims[i] < 0 ? dims[i] + n : dims[i];
+    if (d < 0 || d >= n || seen[d]) throw_invalid("permute", "dims must be a permutation of 0.." + std::to_string(n - 1));
+    seen[d] = true;
+    shape[i] = shape_[d];
+    strides[i] = strides_[d];
+  }
+  return Tensor(storage_, shape, strides, offset_, dtype_);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  const int64_t n = ndim();
+  std::vector<int64_t> dims(n);
+  std::iota(dims.begin(), dims.end(), 0);
+  int64_t a = dim0 < 0 ? dim0 + n : dim0, b = dim1 < 0 ? dim1 + n : dim1;
+  if (a < 0 || a >= n || b < 0 || b >= n) throw_invalid("transpose", "dimension out of range for a " + std::to_string(n) + "-d tensor");
+  std::swap(dims[a], dims[b]);
+  return permute(dims);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  Tensor out = Tensor::empty(device(), shape_, dtype_);
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = Tensor::empty(device(), shape_, dtype_);
+  out.copy_from(*this);
+  return out;
+}
+
+Tensor Tensor::to(Device& target) const {
+  if (&target == &device()) return *this;
+  Tensor src = contiguous();
+  std::vector<char> staging(src.nbytes());
+  src.copy_to_host(staging.data(), staging.size());
+  Tensor out = Tensor::empty(target, shape_, dtype_);
+  out.copy_from_host(staging.data(), staging.size());
+  return out;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.shape_ != shape_ || src.dtype_ != dtype_) {
+    throw_invalid("Tensor.copy_", std::string("source is ") + dtype_name(src.dtype_) + " of " +
+                                      std::to_string(src.ndim()) + " dims, destination " + dtype_name(dtype_) +
+                                      " of " + std::to_string(ndim()) + " dims; shapes and dtypes must match");
+  }
+  if (numel() == 0) return;
+  if (&src.device() != &device()) {
+    copy_from(src.to(device()));
+    return;
+  }
+  StreamPtr stream = stream_for(*this);
+  src.storage()->record_stream(stream);
+  if (is_contiguous() && src.is_contiguous()) {
+    d2d_ordered(*stream, data_ptr(), src.data_ptr(), nbytes());
+    return;
+  }
+  if (find_kernel(device(), "copy", {&src}, {this}) != nullptr) {
+    launch_kernel(*stream, "copy", {&src}, {this});
+    return;
+  }
+  // No strided-copy kernel: go through host memory (slow, but any backend can).
+  std::vector<char> host(nbytes());
+  src.copy_to_host(host.data(), host.size());
+  if (is_contiguous()) {
+    copy_from_host(host.data(), host.size());
+    return;
+  }
+  Span span = view_span(shape_, strides_, offset_, itemsize());
+  std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
+  d2h_ordered(*stream, window.data(), offset_ptr(storage_->data(), span.lo), window.size());
+  host_strided_copy(window.data() + (offset_ * static_cast<int64_t>(itemsize()) - span.lo), strides_, host.data(),
+                    contiguous_strides(shape_), shape_, itemsize());
+  h2d_ordered(*stream, offset_ptr(storage_->data(), span.lo), window.data(), window.size());
+}
+
+void Tensor::copy_from_host(const void* src, size_t nbytes) {
+  if (!is_contiguous()) throw_invalid("Tensor.copy_from_host", "the destination is not contiguous");
+  if (nbytes != this->nbytes()) {
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", "Tensor.copy_from_host",
+                "got " + std::to_string(nbytes) + " bytes for a tensor of " + std::to_string(this->nbytes()));
+  }
+  if (nbytes == 0) return;
+  StreamPtr stream = stream_for(*this);
+  h2d_ordered(*stream, data_ptr(), src, nbytes);
+}
+
+void Tensor::copy_to_host(void* dst, size_t nbytes) const {
+  if (nbytes != this->nbytes()) {
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", "Tensor.copy_to_host",
+                "got a " + std::to_string(nbytes) + "-byte buffer for a tensor of " + std::to_string(this->nbytes()));
+  }
+  if (nbytes == 0) return;
+  StreamPtr stream = stream_for(*this);
+  if (is_contiguous()) {
+    d2h_ordered(*stream, dst, data_ptr(), nbytes);
+    return;
+  }
+  if (find_kernel(device(), "copy", {this}, {this}) != nullptr) {
+    contiguous().copy_to_host(dst, nbytes);
+    return;
+  }
+  // Copy the window the view spans, then gather on the host.
+  Span span = view_span(shape_, strides_, offset_, itemsize());
+  std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
+  d2h_ordered(*stream, window.data(), offset_ptr(storage_->data(), span.lo), window.size());
+  host_strided_copy(static_cast<char*>(dst), contiguous_strides(shape_),
+                    window.data() + (offset_ * static_cast<int64_t>(itemsize()) - span.lo), strides_, shape_,
+                    itemsize());
+}
+
+void Tensor::zero() {
+  if (numel() == 0) return;
+  if (!is_contiguous()) {
+    Tensor zeros = Tensor::empty(device(), shape_, dtype_);
+    zeros.zero();
+    copy_from(zeros);
+    return;
+  }
+  StreamPtr stream = stream_for(*this);
+  Device& dev = device();
+  Plugin& p = dev.plugin();
+  dev.bind_thread();
+  if (p.api().memory_set_async != nullptr) {
+    CD_CALL(p, memory_set_async, dev.ordinal(), data_ptr(), 0, nbytes(), stream->handle("memory_set_async"));
+  } else if (p.api().memory_set != nullptr) {
+    stream->synchronize();
+    CD_CALL(p, memory_set, dev.ordinal(), data_ptr(), 0, nbytes());
+  } else {
+    std::vector<char> zeros(nbytes(), 0);
+    copy_from_host(zeros.data(), zeros.size());
+  }
+}
+
+}  // namespace chipdock

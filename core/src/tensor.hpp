@@ -1,0 +1,90 @@
+// Storage (a device allocation, caching-allocator or foreign) and Tensor (a
+// strided view of a storage). The core never dereferences device memory:
+// every byte moves through the plugin's copy slots or kernels.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "allocator.hpp"
+#include "runtime.hpp"
+
+namespace chipdock {
+
+using Shape = std::vector<int64_t>;
+
+class Storage {
+ public:
+  // `nbytes` from the device's caching allocator, for work on `stream`.
+  static std::shared_ptr<Storage> allocate(Device& device, size_t nbytes, Stream& stream);
+  // Memory owned elsewhere (DLPack import); `deleter` runs on destruction.
+  static std::shared_ptr<Storage> external(Device& device, void* data, size_t nbytes,
+                                           std::function<void()> deleter);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  Device& device() const noexcept { return *device_; }
+  void* data() const noexcept { return data_; }
+  size_t nbytes() const noexcept { return nbytes_; }
+  // Tells the allocator that work on `stream` uses this memory too.
+  void record_stream(const StreamPtr& stream);
+
+ private:
+  Storage() = default;
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Block* block_ = nullptr;
+  std::function<void()> deleter_;
+};
+
+class Tensor {
+ public:
+  Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, cd_dtype_t dtype);
+
+  // A new contiguous tensor on `device`, allocated for its current stream.
+  static Tensor empty(Device& device, const Shape& shape, cd_dtype_t dtype);
+
+  const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
+  Device& device() const noexcept { return storage_->device(); }
+  const Shape& shape() const noexcept { return shape_; }
+  const Shape& strides() const noexcept { return strides_; }
+  int64_t offset() const noexcept { return offset_; }  // in elements
+  cd_dtype_t dtype() const noexcept { return dtype_; }
+  size_t itemsize() const noexcept;
+  int64_t ndim() const noexcept { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const noexcept;
+  size_t nbytes() const noexcept { return static_cast<size_t>(numel()) * itemsize(); }
+  bool is_contiguous() const noexcept;
+  // The device address of element (0, ...); meaningful only to the plugin.
+  void* data_ptr() const noexcept;
+
+  // Metadata-only views. Bounds are checked against the storage.
+  Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+
+  // Data movement (all ordered on the current stream of the device).
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(Device& device) const;
+  void copy_from(const Tensor& src);              // shapes and dtypes must match
+  void copy_from_host(const void* src, size_t nbytes);  // contiguous only; blocks
+  void copy_to_host(void* dst, size_t nbytes) const;    // any layout; blocks
+  void zero();
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  Shape strides_;
+  int64_t offset_;
+  cd_dtype_t dtype_;
+};
+
+Shape contiguous_strides(const Shape& shape);
+int64_t shape_numel(const Shape& shape, const char* call);
+
+}  // namespace chipdock

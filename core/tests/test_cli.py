@@ -1,0 +1,55 @@
+import json
+import os
+import subprocess
+import sys
+
+from conftest import run_python
+
+
+def chipdock_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "chipdock.cli", *args], capture_output=True, text=True,
+        env={**os.environ, **(env or {})}, timeout=300,
+    )
+
+
+def test_check_passes_on_the_cpu_reference():
+    proc = chipdock_cli("check")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for text in ("backends", "cpu", "accepted", "stream + event ordering", "all devices passed"):
+        assert text in proc.stdout
+
+
+def test_check_json_covers_every_device_and_step():
+    proc = chipdock_cli("check", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True
+    assert [d["device"] for d in report["devices"]][:2] == ["cpu:0", "cpu:1"]
+    steps = {s["name"] for s in report["devices"][0]["steps"]}
+    assert steps == {"allocate", "copy round trip", "stream + event ordering", "event timing"}
+    cpu = [b for b in report["backends"] if b["name"] == "cpu"][0]
+    assert cpu["status"] == "accepted" and cpu["abi_version"] == report["abi_version"]
+
+
+def test_check_fails_with_a_non_zero_exit_when_a_device_fails():
+    # 1 MiB of device memory cannot hold the 4 MiB smoke test buffers.
+    proc = chipdock_cli("check", "--json", env={"CHIPDOCK_CPU_MEMORY_LIMIT": "1M"})
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    failed = [s for s in report["devices"][0]["steps"] if not s["ok"]]
+    assert failed and "OutOfMemoryError" in failed[0]["detail"]
+
+
+def test_check_lists_refused_plugins_without_failing(tmp_path):
+    manifest = tmp_path / "ghost.chipdock.json"
+    manifest.write_text('{"schema": 1, "name": "ghost", "device_type": "ghost", "version": "0", '
+                        '"library": "libghost.so", "abi": {"major": 1, "minor": 0}}')
+    proc = chipdock_cli("check", env={"CHIPDOCK_PLUGIN_PATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stdout
+    assert "ghost" in proc.stdout and "refused" in proc.stdout
+
+
+def test_version_option():
+    proc = run_python("from chipdock.cli import main; main(['--version'])")
+    assert "0.1.0" in proc.stdout
