@@ -66,7 +66,9 @@ void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
   Device& dev = stream.device();
   Plugin& p = dev.plugin();
   dev.bind_thread();
-  if (p.api().memcpy_host_to_device_async != nullptr) {
+  // An idle stream has nothing to order against: copy on this thread and
+  // skip the hand-off to the device queue (it dominates small copies).
+  if (p.api().memcpy_host_to_device_async != nullptr && !stream.query()) {
     CD_CALL(p, memcpy_host_to_device_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_host_to_device_async"));
     wait_for_stream_point(stream);  // `src` is the caller's memory: finish before returning
   } else {
@@ -79,7 +81,7 @@ void d2h_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
   Device& dev = stream.device();
   Plugin& p = dev.plugin();
   dev.bind_thread();
-  if (p.api().memcpy_device_to_host_async != nullptr) {
+  if (p.api().memcpy_device_to_host_async != nullptr && !stream.query()) {
     CD_CALL(p, memcpy_device_to_host_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_host_async"));
     wait_for_stream_point(stream);
   } else {

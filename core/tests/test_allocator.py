@@ -1,5 +1,6 @@
 import chipdock
 import numpy as np
+
 from conftest import run_json
 
 MiB = 1 << 20

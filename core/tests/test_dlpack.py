@@ -2,6 +2,7 @@ import chipdock
 import ml_dtypes
 import numpy as np
 import pytest
+
 from conftest import run_json
 
 DLPACK_CPU, DLPACK_EXT_DEV = 1, 12

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import run_json, run_python
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))

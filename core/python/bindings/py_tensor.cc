@@ -33,6 +33,14 @@ Tensor from_array(const py::array& arr, cd_dtype_t dtype, py::object device) {
   return t;
 }
 
+void copy_from_array(Tensor& t, const py::array& src) {
+  require_c_contiguous(src, "Tensor.copy_");
+  const void* data = src.data();
+  const size_t nbytes = static_cast<size_t>(src.nbytes());
+  py::gil_scoped_release release;
+  t.copy_from_host(data, nbytes);
+}
+
 void copy_to_array(const Tensor& t, py::array& out) {
   require_c_contiguous(out, "Tensor.numpy");
   if (!out.writeable()) throw_invalid("Tensor.numpy", "the destination array is read-only");
@@ -108,6 +116,7 @@ void register_tensor(py::module_& m) {
           "record_stream", [](const Tensor& t, const StreamPtr& s) { t.storage()->record_stream(s); },
           py::arg("stream"), "Marks the memory as used by work on `stream` (kept until that work is done).")
       .def("_copy_to_array", &copy_to_array, py::arg("out"))
+      .def("_copy_from_array", &copy_from_array, py::arg("src"))
       .def("__len__", [](const Tensor& t) {
         if (t.ndim() == 0) throw py::type_error("len() of a 0-d tensor");
         return t.shape()[0];

@@ -93,10 +93,36 @@ def _dtype(self: Tensor) -> dtype:
     return BY_CODE[self._dtype_code]
 
 
-def _numpy(self: Tensor) -> np.ndarray:
-    out = np.empty(self.shape, dtype=_dtype(self).numpy)
+def _numpy(self: Tensor, out: np.ndarray | None = None) -> np.ndarray:
+    """A host copy; with ``out`` (C-contiguous, same shape and dtype) no allocation."""
+    if out is None:
+        out = np.empty(self.shape, dtype=_dtype(self).numpy)
+    elif out.shape != self.shape or out.dtype != _dtype(self).numpy:
+        raise InvalidArgumentError.make(
+            "core", "Tensor.numpy", f"out is {out.dtype} {out.shape}, the tensor {_dtype(self).name} {self.shape}"
+        )
     self._copy_to_array(out)
     return out
+
+
+_copy_tensor = Tensor.copy_
+
+
+def _copy_(self: Tensor, src: Any) -> Tensor:
+    """Copies ``src`` (a Tensor on any device, or a NumPy array) into this tensor."""
+    if isinstance(src, Tensor):
+        return _copy_tensor(self, src)
+    arr = np.asarray(src)
+    if arr.shape != self.shape:
+        raise InvalidArgumentError.make(
+            "core", "Tensor.copy_", f"source shape {arr.shape} does not match {self.shape}"
+        )
+    arr = arr.astype(_dtype(self).numpy, order="C", copy=False)
+    if self.is_contiguous():
+        self._copy_from_array(arr)
+    else:
+        _copy_tensor(self, tensor(arr, device=self.device))
+    return self
 
 
 def _array(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -125,6 +151,7 @@ def _size(self: Tensor, dim: int | None = None) -> Any:
 
 Tensor.dtype = property(_dtype, doc="The element type (a chipdock.dtype).")
 Tensor.numpy = _numpy
+Tensor.copy_ = _copy_
 Tensor.__array__ = _array
 Tensor.tolist = _tolist
 Tensor.item = _item

@@ -12,6 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+
 def _console() -> Console:
     # Logs and pipes get a wide table instead of one wrapped to 80 columns.
     return Console() if sys.stdout.isatty() else Console(width=160)

@@ -1,0 +1,146 @@
+/*
+ * chipdock device ABI — kernels: tensor views, attributes, the kernel
+ * context, kernel registration, and the services the core offers plugins.
+ *
+ * Kernels cross the ABI as C functions over tensor views. The core infers
+ * output shapes and allocates outputs before a kernel runs; a kernel never
+ * allocates its outputs, and asks the core for scratch space (workspace).
+ */
+#ifndef CHIPDOCK_CD_KERNEL_H_
+#define CHIPDOCK_CD_KERNEL_H_
+
+#include "chipdock/cd_base.h"
+
+CD_EXTERN_C_BEGIN
+
+/* Memory formats of a tensor view. v1 defines only STRIDED; a later minor
+ * may add private formats (for example Ascend's NC1HWC0). A kernel must
+ * refuse (CD_STATUS_INVALID_ARGUMENT) a format it does not know. */
+typedef int32_t cd_format_t;
+#define CD_FORMAT_STRIDED 0
+
+/* A view of device memory as an n-dimensional array.
+ *
+ * Element (i0, i1, ...) lives at
+ *   (char*)data + byte_offset + (i0*strides[0] + i1*strides[1] + ...) * itemsize
+ * Strides are in elements and may be zero (broadcast) or negative; shape
+ * entries may be zero (an empty tensor; then `data` may be NULL). A scalar
+ * has ndim 0 and shape/strides NULL.
+ *
+ * Ownership: the core owns `shape` and `strides` and the memory behind
+ * `data`; all pointers stay valid only for the duration of the call that
+ * received the view. A kernel that defers work copies what it needs. */
+typedef struct cd_tensor_view {
+  size_t struct_size;
+  cd_extension* next;
+  void* data;            /* device pointer to the start of the allocation */
+  int64_t byte_offset;   /* bytes from `data` to element (0, 0, ...) */
+  const int64_t* shape;  /* ndim entries */
+  const int64_t* strides;/* ndim entries, in elements */
+  cd_dtype_t dtype;
+  int32_t ndim;
+  cd_format_t format;    /* CD_FORMAT_STRIDED in v1 */
+  int32_t device;        /* ordinal of the device that owns `data` */
+} cd_tensor_view;
+
+/* Attribute value types. */
+typedef int32_t cd_attr_type_t;
+#define CD_ATTR_INT 1     /* value.i */
+#define CD_ATTR_FLOAT 2   /* value.f */
+#define CD_ATTR_STRING 3  /* value.s, NUL-terminated UTF-8 */
+#define CD_ATTR_INTS 4    /* value.ints, `count` entries */
+#define CD_ATTR_FLOATS 5  /* value.floats, `count` entries */
+
+/* One named attribute of an op call. Owned by the core; valid for the
+ * duration of the kernel call only. */
+typedef struct cd_attribute {
+  const char* name;
+  cd_attr_type_t type;
+  int32_t count; /* 1 for scalars, the array length for INTS and FLOATS */
+  union {
+    int64_t i;
+    double f;
+    const char* s;
+    const int64_t* ints;
+    const double* floats;
+  } value;
+} cd_attribute;
+
+/* Everything a kernel gets. Owned by the core, valid for the duration of the
+ * kernel call only (including the arrays it points to).
+ *
+ * `core_private` belongs to the core: pass the context back unchanged to
+ * cd_core_api.workspace_allocate and do not read it. */
+typedef struct cd_kernel_context {
+  size_t struct_size;
+  cd_extension* next;
+  const char* op;                 /* op name from the opset, e.g. "add" */
+  const cd_tensor_view* inputs;   /* num_inputs views */
+  const cd_tensor_view* outputs;  /* num_outputs views, already allocated */
+  const cd_attribute* attributes; /* num_attributes entries, any order */
+  cd_stream* stream;              /* enqueue the work here */
+  void* core_private;
+  int32_t num_inputs;
+  int32_t num_outputs;
+  int32_t num_attributes;
+  int32_t device;                 /* the device ordinal the call runs on */
+} cd_kernel_context;
+
+/* A kernel. Validates its arguments, then enqueues the work on
+ * `ctx->stream` and returns; it need not wait for the work to finish.
+ * Errors found before enqueueing are returned (the outputs are then left
+ * untouched); errors found while the work runs are reported by the next
+ * synchronization of that stream.
+ * Blocking: should not block on device work. Thread-safety: may be called
+ * concurrently from several threads on different streams. */
+typedef cd_error* (*cd_kernel_fn)(const cd_kernel_context* ctx);
+
+/* A kernel registration: one function for one op and one dtype signature.
+ * `dtypes` lists the dtype of every input, then of every output, in the
+ * op's order (`num_dtypes` = inputs + outputs). The core copies everything
+ * it needs during cd_core_api.kernel_register. */
+typedef struct cd_kernel_def {
+  size_t struct_size;
+  cd_extension* next;
+  const char* op;
+  const cd_dtype_t* dtypes;
+  cd_kernel_fn fn;
+  int32_t num_dtypes;
+  uint32_t flags; /* reserved, 0 */
+} cd_kernel_def;
+
+/* A registry handle the core passes to plugin kernels_register. */
+typedef struct cd_kernel_registry cd_kernel_registry;
+
+/* Services the core offers a plugin. The core passes this table to the
+ * plugin's entry function; the table and every pointer in it stay valid
+ * until the plugin library is unloaded. All functions are thread-safe.
+ * They return a cd_status_t (the core's own errors never need freeing). */
+typedef struct cd_core_api {
+  size_t struct_size;
+  cd_extension* next;
+  int32_t abi_major; /* the ABI version the core was built against */
+  int32_t abi_minor;
+  const char* core_version; /* e.g. "0.1.0"; static storage */
+
+  /* Registers one kernel. Only valid inside plugin kernels_register, with
+   * the registry it received. A second registration of the same (op,
+   * dtypes) replaces the first. Returns CD_STATUS_INVALID_ARGUMENT for a
+   * NULL op or fn or an unknown dtype. */
+  cd_status_t (*kernel_register)(cd_kernel_registry* registry, const cd_kernel_def* def);
+
+  /* Scratch memory for the kernel running under `ctx`: `bytes` on the
+   * context's device, aligned to 256 bytes, usable by work enqueued on
+   * ctx->stream until that work completes; the core frees it itself,
+   * ordered after the stream's work. `*out` is NULL for 0 bytes. Returns
+   * CD_STATUS_OUT_OF_MEMORY if it cannot be had. */
+  cd_status_t (*workspace_allocate)(const cd_kernel_context* ctx, size_t bytes, void** out);
+
+  /* Forwards a message to the core's log (shown by `chipdock doctor`).
+   * `message` is copied. */
+  void (*log)(cd_log_level_t level, const char* message);
+} cd_core_api;
+
+CD_EXTERN_C_END
+
+#endif /* CHIPDOCK_CD_KERNEL_H_ */
