@@ -1,0 +1,151 @@
+# chipdock backend kit: build a backend library and its manifest out of tree.
+#
+# chipdock_add_backend(<target>
+#     SOURCES <src>...               .c files build as C99, .cpp as C++17
+#     [NAME <name>]                  backend name (default: <target>); the
+#                                    table's `name` must say the same
+#     [DEVICE_TYPE <type>]           default: <name>
+#     [VERSION <version>]            the backend's own version
+#                                    (default: PROJECT_VERSION, else 0.0.0)
+#     [VENDOR_RUNTIME <name>] [RUNTIME_VERSION <version>]
+#     [DRIVER <name>] [DRIVER_MIN_VERSION <version>])
+#
+#   Creates a MODULE library that links chipdock::device_api, hides every
+#   symbol (-fvisibility=hidden plus the linker script chipdock_plugin.map) so
+#   that only `chipdock_plugin_entry` is exported, and writes the manifest
+#   <name>.chipdock.json next to the built library (schema:
+#   device_api/docs/manifest.md). Options not given are written as null.
+#
+# chipdock_install_backend(<target> DESTINATION <dir> [COMPONENT <component>])
+#
+#   Installs the library and its manifest side by side into <dir>.
+#
+# Needs CMake >= 3.17; include it through find_package(chipdock).
+
+function(_chipdock_json_value out value)
+  if(value STREQUAL "")
+    set(${out} "null" PARENT_SCOPE)
+    return()
+  endif()
+  if(value MATCHES "\\$<")
+    message(FATAL_ERROR "chipdock_add_backend: '${value}' must not contain a generator expression")
+  endif()
+  string(REPLACE "\\" "\\\\" value "${value}")
+  string(REPLACE "\"" "\\\"" value "${value}")
+  set(${out} "\"${value}\"" PARENT_SCOPE)
+endfunction()
+
+function(chipdock_add_backend target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg ""
+    "NAME;DEVICE_TYPE;VERSION;VENDOR_RUNTIME;RUNTIME_VERSION;DRIVER;DRIVER_MIN_VERSION"
+    "SOURCES")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "chipdock_add_backend(${target}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_SOURCES)
+    message(FATAL_ERROR "chipdock_add_backend(${target}): SOURCES is required")
+  endif()
+  if(NOT TARGET chipdock::device_api)
+    message(FATAL_ERROR "chipdock_add_backend(${target}): call find_package(chipdock) first")
+  endif()
+
+  if(NOT arg_NAME)
+    set(arg_NAME "${target}")
+  endif()
+  if(NOT arg_DEVICE_TYPE)
+    set(arg_DEVICE_TYPE "${arg_NAME}")
+  endif()
+  if(NOT arg_VERSION)
+    if(PROJECT_VERSION)
+      set(arg_VERSION "${PROJECT_VERSION}")
+    else()
+      set(arg_VERSION "0.0.0")
+    endif()
+  endif()
+  foreach(_field NAME DEVICE_TYPE)
+    if(NOT arg_${_field} MATCHES "^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+      message(FATAL_ERROR "chipdock_add_backend(${target}): ${_field} '${arg_${_field}}' "
+                          "must match [A-Za-z0-9][A-Za-z0-9_.-]* (it names files)")
+    endif()
+  endforeach()
+  if(arg_RUNTIME_VERSION AND NOT arg_VENDOR_RUNTIME)
+    message(FATAL_ERROR "chipdock_add_backend(${target}): RUNTIME_VERSION needs VENDOR_RUNTIME")
+  endif()
+  if(arg_DRIVER_MIN_VERSION AND NOT arg_DRIVER)
+    message(FATAL_ERROR "chipdock_add_backend(${target}): DRIVER_MIN_VERSION needs DRIVER")
+  endif()
+
+  # The ABI version the backend is built against, from the headers it uses.
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/chipdockAbiVersion.cmake")
+  if(_chipdock_abi_major STREQUAL "")
+    message(FATAL_ERROR "chipdock_add_backend(${target}): cannot read the ABI version from ${_chipdock_abi_header}")
+  endif()
+
+  add_library(${target} MODULE ${arg_SOURCES})
+  target_link_libraries(${target} PRIVATE chipdock::device_api)
+  set_target_properties(${target} PROPERTIES
+    C_STANDARD 99
+    C_STANDARD_REQUIRED ON
+    C_EXTENSIONS OFF
+    CXX_STANDARD 17
+    CXX_STANDARD_REQUIRED ON
+    CXX_EXTENSIONS OFF
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    CHIPDOCK_BACKEND_NAME "${arg_NAME}")
+
+  # Export exactly one symbol. Hidden visibility does most of it; the linker
+  # script also hides what static libraries linked into the backend export.
+  set(_map "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/chipdock_plugin.map")
+  if(APPLE)
+    target_link_options(${target} PRIVATE "LINKER:-exported_symbol,_chipdock_plugin_entry")
+  elseif(NOT WIN32)  # on Windows, CD_EXPORT (dllexport) is the whole export list
+    target_link_options(${target} PRIVATE "LINKER:--version-script=${_map}")
+    set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS "${_map}")
+  endif()
+
+  foreach(_field NAME DEVICE_TYPE VERSION VENDOR_RUNTIME RUNTIME_VERSION DRIVER DRIVER_MIN_VERSION)
+    _chipdock_json_value(_j_${_field} "${arg_${_field}}")
+  endforeach()
+  set(_json "{
+  \"schema\": 1,
+  \"name\": ${_j_NAME},
+  \"device_type\": ${_j_DEVICE_TYPE},
+  \"version\": ${_j_VERSION},
+  \"library\": \"$<TARGET_FILE_NAME:${target}>\",
+  \"abi\": {\"major\": ${_chipdock_abi_major}, \"minor\": ${_chipdock_abi_minor}},
+  \"vendor_runtime\": {\"name\": ${_j_VENDOR_RUNTIME}, \"version\": ${_j_RUNTIME_VERSION}},
+  \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}
+}
+")
+  file(GENERATE
+    OUTPUT "$<TARGET_FILE_DIR:${target}>/${arg_NAME}.chipdock.json"
+    CONTENT "${_json}")
+endfunction()
+
+function(chipdock_install_backend target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "DESTINATION;COMPONENT" "")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "chipdock_install_backend(${target}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT DEFINED arg_DESTINATION OR arg_DESTINATION STREQUAL "")
+    message(FATAL_ERROR "chipdock_install_backend(${target}): DESTINATION is required")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "chipdock_install_backend(${target}): no such target")
+  endif()
+  get_target_property(_name ${target} CHIPDOCK_BACKEND_NAME)
+  if(NOT _name)
+    message(FATAL_ERROR "chipdock_install_backend(${target}): not made by chipdock_add_backend")
+  endif()
+  set(_component)
+  if(arg_COMPONENT)
+    set(_component COMPONENT "${arg_COMPONENT}")
+  endif()
+  # The library and its manifest must stay side by side: the manifest names
+  # the library by file name only.
+  install(TARGETS ${target} LIBRARY DESTINATION "${arg_DESTINATION}" ${_component})
+  install(FILES "$<TARGET_FILE_DIR:${target}>/${_name}.chipdock.json"
+          DESTINATION "${arg_DESTINATION}" ${_component})
+endfunction()
