@@ -28,6 +28,7 @@ cd_tensor_view make_view(const Tensor& t) {
 
 cd_attribute make_attribute(const Attribute& a) {
   cd_attribute out{};
+  out.struct_size = sizeof(out);
   out.name = a.name.c_str();
   out.type = a.type;
   out.count = 1;
@@ -77,18 +78,25 @@ void launch_kernel(Stream& stream, const std::string& op, const std::vector<cons
     throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op,
                 "no kernel registered for dtypes " + describe_signature(dtypes));
   }
+  // The structs, then the pointer arrays the kernel sees (pointers let
+  // these structs grow in later minors).
   std::vector<cd_tensor_view> in_views, out_views;
   for (const Tensor* t : inputs) in_views.push_back(make_view(*t));
   for (const Tensor* t : outputs) out_views.push_back(make_view(*t));
-  std::vector<cd_attribute> attrs;
-  for (const Attribute& a : attributes) attrs.push_back(make_attribute(a));
+  std::vector<cd_attribute> attr_structs;
+  for (const Attribute& a : attributes) attr_structs.push_back(make_attribute(a));
+  std::vector<const cd_tensor_view*> in_ptrs, out_ptrs;
+  for (const auto& v : in_views) in_ptrs.push_back(&v);
+  for (const auto& v : out_views) out_ptrs.push_back(&v);
+  std::vector<const cd_attribute*> attrs;
+  for (const auto& a : attr_structs) attrs.push_back(&a);
 
   LaunchState state{&stream, {}};
   cd_kernel_context ctx{};
   ctx.struct_size = sizeof(ctx);
   ctx.op = op.c_str();
-  ctx.inputs = in_views.data();
-  ctx.outputs = out_views.data();
+  ctx.inputs = in_ptrs.data();
+  ctx.outputs = out_ptrs.data();
   ctx.attributes = attrs.empty() ? nullptr : attrs.data();
   ctx.stream = stream.handle(op.c_str());
   ctx.core_private = &state;

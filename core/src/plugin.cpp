@@ -137,8 +137,12 @@ std::shared_ptr<Plugin> Plugin::load(const Manifest& manifest) {
   plugin->negotiate(table);
   plugin->probe_devices();
   if (plugin->api_.kernels_register != nullptr) {
-    plugin->check(plugin->api_.kernels_register(reinterpret_cast<cd_kernel_registry*>(&plugin->kernels_)),
-                  "kernels_register");
+    try {
+      plugin->check(plugin->api_.kernels_register(reinterpret_cast<cd_kernel_registry*>(&plugin->kernels_)),
+                    "kernels_register");
+    } catch (const Error& e) {
+      refuse(manifest, "kernels_register failed: " + e.reason());
+    }
   }
   plugin->accepted_ = true;
   return plugin;
@@ -188,8 +192,11 @@ void Plugin::probe_devices() {
   int32_t count = 0;
   cd_error* err = api_.device_get_count(&count);
   if (err != nullptr) {
-    device_error_ = api_.error_get_message(err);
-    api_.error_destroy(err);
+    try {
+      check(err, "device_get_count");
+    } catch (const Error& e) {
+      device_error_ = e.reason();
+    }
     count = 0;
   } else if (count < 0) {
     device_error_ = "device_get_count returned a negative count";
@@ -221,6 +228,10 @@ void Plugin::check(cd_error* err, const char* call) const {
   const char* message = api_.error_get_message(err);
   std::string reason = message ? message : "(no message)";
   api_.error_destroy(err);
+  // Plugins often prefix their messages with the function name; the core
+  // already names the call, so do not say it twice.
+  const std::string prefix = std::string(call) + ": ";
+  if (reason.compare(0, prefix.size(), prefix) == 0) reason.erase(0, prefix.size());
   if (code == CD_STATUS_OK) code = CD_STATUS_INTERNAL;  // an error object must carry a failure
   throw Error(code, name(), call, reason);
 }

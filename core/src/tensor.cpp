@@ -145,6 +145,12 @@ void Storage::record_stream(const StreamPtr& stream) {
 
 // ------------------------------------------------------------------- tensor --
 
+std::string describe_shape(const Shape& shape) {
+  std::string text = "(";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size(), 1);
   int64_t running = 1;
@@ -266,9 +272,9 @@ Tensor Tensor::to(Device& target) const {
 
 void Tensor::copy_from(const Tensor& src) {
   if (src.shape_ != shape_ || src.dtype_ != dtype_) {
-    throw_invalid("Tensor.copy_", std::string("source is ") + dtype_name(src.dtype_) + " of " +
-                                      std::to_string(src.ndim()) + " dims, destination " + dtype_name(dtype_) +
-                                      " of " + std::to_string(ndim()) + " dims; shapes and dtypes must match");
+    throw_invalid("Tensor.copy_", "source is " + std::string(dtype_name(src.dtype_)) + describe_shape(src.shape_) +
+                                      ", destination " + dtype_name(dtype_) + describe_shape(shape_) +
+                                      "; shapes and dtypes must match");
   }
   if (numel() == 0) return;
   if (&src.device() != &device()) {

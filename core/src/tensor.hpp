@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "allocator.hpp"
@@ -85,6 +86,8 @@ class Tensor {
 };
 
 Shape contiguous_strides(const Shape& shape);
+// "(2, 3)", "(4,)", "()": for error messages.
+std::string describe_shape(const Shape& shape);
 int64_t shape_numel(const Shape& shape, const char* call);
 
 }  // namespace chipdock

@@ -1,7 +1,7 @@
 import chipdock
 import numpy as np
 
-from conftest import run_json
+from core_helpers import run_json
 
 MiB = 1 << 20
 

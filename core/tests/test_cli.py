@@ -3,7 +3,7 @@ import os
 import subprocess
 import sys
 
-from conftest import run_python
+from core_helpers import run_python
 
 
 def chipdock_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -3,7 +3,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from conftest import run_json
+from core_helpers import run_json
 
 DLPACK_CPU, DLPACK_EXT_DEV = 1, 12
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_json, run_python
+from core_helpers import run_json, run_python
 
 sys.path.insert(0, str(Path(__file__).parent / "plugins"))
 from build import NO_DEVICES_REASON, build_toy_plugin  # noqa: E402

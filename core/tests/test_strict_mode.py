@@ -3,7 +3,7 @@ device pointers are not host addresses and a host read crashes."""
 
 import signal
 
-from conftest import run_python
+from core_helpers import run_python
 
 READ_DEVICE_POINTER = """
 import ctypes, numpy as np, chipdock

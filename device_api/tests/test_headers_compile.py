@@ -36,19 +36,18 @@ STRICT = ["-Wall", "-Wextra", "-pedantic", "-Werror"]
 FROZEN_SHA256 = {
     "cd_base.h": "4a296a83f9ae5a3a08305f9c53e17ebea4c94516ce5fd62f73707dd30bd12bc7",
     "cd_collectives.h": "c141f470f016edee3e74e471cc8a985308227fd772443c10a3c3d3e261b18f68",
-    "cd_kernel.h": "1c20bf13667331e189eeeafb5ff01523c5af340273dce3ba4849d5f80ecc8582",
-    "device_api.h": "a9cffcad25358a81fa7cb03e6bfdd231fc8a0649743c7acbc12de76c315dd6e3",
+    "cd_kernel.h": "4f70583d1b9ba9c5817a6f98326d36f50062de35d749c360625282acbda8b5cd",
+    "device_api.h": "38aedaeaf7ee541a1e75960458eeab3028725abfab4b26f38cf6350c2fb98403",
 }
 
 #: Structs that a minor version may grow at the end: each starts with
-#: struct_size and crosses the ABI one at a time, so the reader can tell how
-#: much the writer filled. Every other struct must keep its v1.0 size:
-#: cd_tensor_view and cd_attribute travel in arrays (a 1.0 kernel indexes
-#: them with the 1.0 size), cd_extension heads other structs, and
-#: cd_comm_unique_id is opaque bytes of a fixed length.
+#: struct_size and crosses the ABI one at a time (views and attributes reach
+#: kernels as arrays of pointers), so the reader can tell how much the
+#: writer filled. Every other struct must keep its v1.0 size: cd_extension
+#: heads other structs, and cd_comm_unique_id is opaque bytes of a fixed length.
 GROWABLE_STRUCTS = {
-    "cd_core_api", "cd_device_properties", "cd_kernel_context", "cd_kernel_def",
-    "cd_plugin_api",
+    "cd_attribute", "cd_core_api", "cd_device_properties", "cd_kernel_context", "cd_kernel_def",
+    "cd_plugin_api", "cd_tensor_view",
 }
 #: Constants a minor version may raise (and never lower).
 GROWABLE_MACROS = {"CD_ABI_VERSION_MINOR", "CD_DTYPE_COUNT"}

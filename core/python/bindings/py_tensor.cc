@@ -83,7 +83,7 @@ void register_tensor(py::module_& m) {
             py::gil_scoped_release release;
             return t.to(dev);
           },
-          py::arg("device"), "A copy on `device` (self when already there).")
+          py::arg("device"), "A copy on `device`; when already there, a tensor sharing this one's memory.")
       .def(
           "copy_",
           [](Tensor& self, const Tensor& src) -> Tensor& {

@@ -4,8 +4,9 @@
     x = chipdock.tensor([[1.0, 2.0]], device="cpu:0")
     s = chipdock.Stream("cpu:0")
     with chipdock.stream(s):
-        y = x.to("cpu:0").clone()
-    print(y.numpy(), chipdock.memory_stats("cpu:0"))
+        y = x.T.contiguous()      # queued on s
+        print(y.numpy())          # ordered after it on s; waits for the copy
+    print(chipdock.memory_stats("cpu:0"))
 
 Backends are separate wheels found through the ``chipdock.backends`` entry
 point group or ``CHIPDOCK_PLUGIN_PATH``; ``chipdock.backends()`` says why

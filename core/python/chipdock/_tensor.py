@@ -64,10 +64,14 @@ def zeros(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike =
 def from_dlpack(obj: Any, device: DeviceLike = None) -> Tensor:
     """A tensor from any DLPack producer.
 
-    Memory on one of chipdock's devices (matched by DLPack device type and
-    id) is wrapped without a copy. Host memory (kDLCPU, e.g. NumPy or a
-    PyTorch CPU tensor) is copied onto ``device`` (default device), because a
-    chipdock device owns its memory even when it is the CPU backend.
+    A chipdock Tensor is returned as it is. Memory whose DLPack device type
+    is not kDLCPU and matches one of chipdock's devices (type and id, e.g. a
+    CUDA tensor for ``cuda:0``, or a strict-mode CPU tensor) is wrapped
+    without a copy. Host memory (kDLCPU: NumPy, PyTorch CPU tensors, and the
+    CPU backend outside strict mode) is copied onto ``device`` (default
+    device), because a chipdock device owns its memory even when it is the
+    CPU backend. With several backends exporting the same DLPack type
+    (kDLExtDev), the first device with that ordinal is taken.
     """
     if isinstance(obj, Tensor):
         return obj if device is None else obj.to(_resolve_device(device))

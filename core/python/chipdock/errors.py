@@ -11,6 +11,9 @@ from __future__ import annotations
 class ChipdockError(RuntimeError):
     """Base class of every chipdock error."""
 
+    #: The ABI status name this class stands for (CD_STATUS_* without prefix).
+    default_code = "ERROR"
+
     def __init__(
         self,
         message: str,
@@ -18,13 +21,13 @@ class ChipdockError(RuntimeError):
         backend: str = "core",
         call: str = "",
         reason: str = "",
-        code: str = "ERROR",
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.backend = backend
         self.call = call
         self.reason = reason or message
-        self.code = code
+        self.code = code or self.default_code
 
     @classmethod
     def make(cls, backend: str, call: str, reason: str) -> ChipdockError:
@@ -35,37 +38,55 @@ class ChipdockError(RuntimeError):
 class InvalidArgumentError(ChipdockError, ValueError):
     """A bad value the caller could have checked (shape, dtype, ordinal...)."""
 
+    default_code = "INVALID_ARGUMENT"
+
 
 class OutOfRangeError(InvalidArgumentError, IndexError):
     """An access beyond an allocation or a view."""
+
+    default_code = "OUT_OF_RANGE"
 
 
 class InvalidHandleError(ChipdockError):
     """A destroyed, unknown or foreign stream/event/allocation handle."""
 
+    default_code = "INVALID_HANDLE"
+
 
 class OutOfMemoryError(ChipdockError, MemoryError):
     """The device had no room, even after the allocator released its cache."""
+
+    default_code = "OUT_OF_MEMORY"
 
 
 class UnimplementedError(ChipdockError, NotImplementedError):
     """The backend leaves this function or kernel unimplemented."""
 
+    default_code = "UNIMPLEMENTED"
+
 
 class NotReadyError(ChipdockError):
     """Work is still pending (e.g. elapsed time of an unfinished event)."""
+
+    default_code = "NOT_READY"
 
 
 class DeviceError(ChipdockError):
     """The device or its runtime failed."""
 
+    default_code = "DEVICE_ERROR"
+
 
 class UnavailableError(ChipdockError):
     """The vendor runtime or driver is missing or too old."""
 
+    default_code = "UNAVAILABLE"
+
 
 class PluginRefusedError(ChipdockError):
     """A backend plugin was refused at load time; ``reason`` says why."""
+
+    default_code = "PLUGIN_REFUSED"
 
 
 __all__ = [

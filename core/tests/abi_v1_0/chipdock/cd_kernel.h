@@ -21,6 +21,10 @@ typedef int32_t cd_format_t;
 
 /* A view of device memory as an n-dimensional array.
  *
+ * Views reach kernels as arrays of POINTERS (cd_kernel_context.inputs), so
+ * a later minor may append fields: read `struct_size` before reading past
+ * the v1.0 fields.
+ *
  * Element (i0, i1, ...) lives at
  *   (char*)data + byte_offset + (i0*strides[0] + i1*strides[1] + ...) * itemsize
  * Strides are in elements and may be zero (broadcast) or negative; shape
@@ -33,7 +37,7 @@ typedef int32_t cd_format_t;
 typedef struct cd_tensor_view {
   size_t struct_size;
   cd_extension* next;
-  void* data;            /* device pointer to the start of the allocation */
+  void* data;            /* device pointer into an allocation (not always its start) */
   int64_t byte_offset;   /* bytes from `data` to element (0, 0, ...) */
   const int64_t* shape;  /* ndim entries */
   const int64_t* strides;/* ndim entries, in elements */
@@ -54,6 +58,8 @@ typedef int32_t cd_attr_type_t;
 /* One named attribute of an op call. Owned by the core; valid for the
  * duration of the kernel call only. */
 typedef struct cd_attribute {
+  size_t struct_size;
+  cd_extension* next;
   const char* name;
   cd_attr_type_t type;
   int32_t count; /* 1 for scalars, the array length for INTS and FLOATS */
@@ -74,10 +80,10 @@ typedef struct cd_attribute {
 typedef struct cd_kernel_context {
   size_t struct_size;
   cd_extension* next;
-  const char* op;                 /* op name from the opset, e.g. "add" */
-  const cd_tensor_view* inputs;   /* num_inputs views */
-  const cd_tensor_view* outputs;  /* num_outputs views, already allocated */
-  const cd_attribute* attributes; /* num_attributes entries, any order */
+  const char* op;                            /* op name from the opset, e.g. "add" */
+  const cd_tensor_view* const* inputs;       /* num_inputs pointers to views */
+  const cd_tensor_view* const* outputs;      /* num_outputs pointers; outputs are allocated */
+  const cd_attribute* const* attributes;     /* num_attributes pointers, any order */
   cd_stream* stream;              /* enqueue the work here */
   void* core_private;
   int32_t num_inputs;

@@ -22,9 +22,14 @@
  *     concurrently. Work enqueued on one stream from several threads runs in
  *     the order the enqueue calls returned.
  *   - No function calls exit() or abort(), and no C++ exception crosses it.
+ *   - A NULL handle is CD_STATUS_INVALID_ARGUMENT; an unknown or destroyed
+ *     one is CD_STATUS_INVALID_HANDLE.
+ *   - A size of 0 bytes is a successful no-op, and its pointers may be NULL.
  *   - "device" arguments are ordinals in [0, device_get_count).
  *   - Device pointers are opaque to the core: it never dereferences them,
- *     and a plugin may hand out pointers that are not host addresses.
+ *     and a plugin may hand out pointers that are not host addresses. The
+ *     core does offset arithmetic on them (pointers into an allocation).
+ *   - Every cd_error must be destroyed before the library is unloaded.
  *
  * Ordering model: work on a stream runs in enqueue order. Different streams
  * are unordered unless joined by event_record + stream_wait_event. The
@@ -79,9 +84,12 @@ typedef struct cd_device_properties {
 #define CD_EVENT_FLAGS_DEFAULT 0u       /* records a timestamp */
 #define CD_EVENT_DISABLE_TIMING 1u      /* cheaper; elapsed_time refuses it */
 
-/* A host function run by stream_add_host_callback. Runs on a thread owned
- * by the plugin, must not call stream or event synchronization of the plugin
- * that runs it, and must return promptly. */
+/* A host function run by stream_add_host_callback. It runs on a thread the
+ * plugin chooses: usually its own, but a backend that executes work
+ * synchronously may run it on the enqueuing thread before
+ * stream_add_host_callback returns, so a caller must not hold a lock the
+ * callback takes. It must not synchronize the stream that runs it and must
+ * return promptly. */
 typedef void (*cd_host_callback_fn)(void* user_data);
 
 /* ------------------------------------------------------------------------ */
@@ -114,7 +122,9 @@ typedef struct cd_plugin_api {
 
   /* Called once before the library is unloaded, after every stream, event,
    * communicator and allocation the core made has been released. No slot
-   * is called afterwards. May block while the plugin joins its threads. */
+   * but the three error slots is called afterwards (to read and free the
+   * error this call may return). May block while the plugin joins its
+   * threads. */
   cd_error* (*plugin_shutdown)(void);
 
   /* --- platform and devices -------------------------------------------- */
@@ -125,7 +135,8 @@ typedef struct cd_plugin_api {
    * reason. Never blocks on device work. */
   cd_error* (*device_get_count)(int32_t* count);
 
-  /* Required. Fills `props` (see cd_device_properties for the size rule).
+  /* Required. Fills `props` (see cd_device_properties for the size rule);
+   * a struct_size too small to hold `next` is CD_STATUS_INVALID_ARGUMENT.
    * Never blocks on device work. */
   cd_error* (*device_get_properties)(int32_t device, cd_device_properties* props);
 
@@ -133,7 +144,8 @@ typedef struct cd_plugin_api {
    * that thread-bound vendor runtimes target). Per-thread state. */
   cd_error* (*device_set_current)(int32_t device);
 
-  /* Optional. The calling thread's current device (0 if never set). */
+  /* Optional. The calling thread's current device (0 if never set, even
+   * when the plugin has no devices). */
   cd_error* (*device_get_current)(int32_t* device);
 
   /* Optional (fallback: synchronize every stream the core created). Blocks
@@ -219,8 +231,8 @@ typedef struct cd_plugin_api {
   /* Optional (fallback: event_synchronize on the host). Makes all work
    * enqueued on `stream` after this call wait until `event`'s most recent
    * record has completed. Returns once enqueued. An event never recorded
-   * imposes no wait. The event may belong to another stream of the same
-   * device. */
+   * imposes no wait. The event may have been recorded on any stream of
+   * the same device. */
   cd_error* (*stream_wait_event)(cd_stream* stream, cd_event* event);
 
   /* Optional (fallback: the core records an event and runs `fn` on its own
@@ -326,6 +338,10 @@ typedef struct cd_plugin_api {
 #define CD_PLUGIN_ENTRY_SYMBOL "chipdock_plugin_entry"
 typedef const cd_plugin_api* (*cd_plugin_entry_fn)(const cd_core_api* core);
 
+/* The prototype every plugin defines (declared here so the definition is
+ * type-checked). A plugin defines it with CD_EXPORT and nothing else. */
+CD_EXPORT const cd_plugin_api* chipdock_plugin_entry(const cd_core_api* core);
+
 /* ------------------------------------------------------------------------ */
 /* Layout pins: a slot's offset never changes within a major version.        */
 /* ------------------------------------------------------------------------ */
@@ -335,8 +351,17 @@ typedef const cd_plugin_api* (*cd_plugin_entry_fn)(const cd_core_api* core);
   CD_STATIC_ASSERT(offsetof(cd_plugin_api, field) == CD_SLOTS_BEGIN_ + (index) * CD_SLOT_SIZE_, \
                    slot_##field)
 
-CD_STATIC_ASSERT(CD_SLOTS_BEGIN_ == 2 * sizeof(size_t) + 8 + 3 * sizeof(void*) ||
-                     CD_SLOTS_BEGIN_ == 48, slots_begin);
+/* Pinned across ALL majors: each side reads the other's version from here
+ * before it knows which major the other speaks. */
+#define CD_VERSION_OFFSET_ (sizeof(size_t) + sizeof(void*))
+CD_STATIC_ASSERT(offsetof(cd_plugin_api, abi_major) == CD_VERSION_OFFSET_, plugin_abi_major_offset);
+CD_STATIC_ASSERT(offsetof(cd_plugin_api, abi_minor) == CD_VERSION_OFFSET_ + 4, plugin_abi_minor_offset);
+CD_STATIC_ASSERT(offsetof(cd_core_api, abi_major) == CD_VERSION_OFFSET_, core_abi_major_offset);
+CD_STATIC_ASSERT(offsetof(cd_core_api, abi_minor) == CD_VERSION_OFFSET_ + 4, core_abi_minor_offset);
+CD_STATIC_ASSERT(CD_SLOTS_BEGIN_ == offsetof(cd_plugin_api, version) + sizeof(const char*), slots_begin);
+#if UINTPTR_MAX == 0xffffffffffffffffu
+CD_STATIC_ASSERT(CD_SLOTS_BEGIN_ == 48, slots_begin_lp64);
+#endif
 CD_PIN_SLOT_(error_get_code, 0);
 CD_PIN_SLOT_(error_get_message, 1);
 CD_PIN_SLOT_(error_destroy, 2);
@@ -389,7 +414,7 @@ CD_PIN_SLOT_(comm_group_end, 46);
  * only). */
 #if UINTPTR_MAX == 0xffffffffffffffffu
 CD_STATIC_ASSERT(sizeof(cd_tensor_view) == 64, tensor_view_size);
-CD_STATIC_ASSERT(sizeof(cd_attribute) == 24, attribute_size);
+CD_STATIC_ASSERT(sizeof(cd_attribute) == 40, attribute_size);
 CD_STATIC_ASSERT(sizeof(cd_kernel_context) == 80, kernel_context_size);
 CD_STATIC_ASSERT(sizeof(cd_kernel_def) == 48, kernel_def_size);
 CD_STATIC_ASSERT(sizeof(cd_device_properties) == 560, device_properties_size);

@@ -1,0 +1,39 @@
+// Configuration read from the environment, once per process.
+//
+//   CHIPDOCK_CPU_DEVICES       number of devices, 0..64 (default 1); all of
+//                              them are backed by host memory
+//   CHIPDOCK_CPU_MEMORY_LIMIT  bytes per device, optional K/M/G/T suffix
+//                              (powers of 1024); default: physical RAM
+//   CHIPDOCK_CPU_STRICT        1/true/yes/on: device pointers are not host
+//                              addresses (see memory.h); default off
+//
+// An invalid value does not crash anything: the backend then has zero
+// devices and device_get_count reports why (CD_STATUS_UNAVAILABLE).
+#ifndef CHIPDOCK_CPU_CONFIG_H_
+#define CHIPDOCK_CPU_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+namespace chipdock_cpu {
+
+constexpr int32_t kMaxDevices = 64;
+
+struct Config {
+  int32_t device_count = 1;
+  uint64_t memory_limit = 0;  // bytes, per device
+  const char* memory_limit_source = "physical RAM";  // for messages
+  bool strict = false;
+  std::string problem;        // non-empty: the environment was invalid
+};
+
+// The process-wide configuration (parsed on first use, thread-safe).
+const Config& config();
+
+// Parses "1048576", "512K", "64M", "2G", "1T" (case-insensitive, optional
+// trailing "B"/"iB"). Returns false on anything else or on overflow.
+bool parse_byte_size(const std::string& text, uint64_t* bytes);
+
+}  // namespace chipdock_cpu
+
+#endif  // CHIPDOCK_CPU_CONFIG_H_

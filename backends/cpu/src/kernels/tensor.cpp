@@ -1,0 +1,114 @@
+// Tensor views (see tensor.h).
+#include "tensor.h"
+
+#include "../error.h"
+
+namespace chipdock_cpu {
+namespace {
+
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: sizes overflow int64", what);
+  }
+  return r;
+}
+
+int64_t checked_add(int64_t a, int64_t b, const char* what) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a, b, &r)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: sizes overflow int64", what);
+  }
+  return r;
+}
+
+void check_header(const cd_tensor_view& v, int32_t device, const char* what) {
+  if (v.struct_size < CD_STRUCT_SIZE(cd_tensor_view, device)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: struct_size %zu is smaller than a v1.0 view (%zu)",
+         what, v.struct_size, CD_STRUCT_SIZE(cd_tensor_view, device));
+  }
+  if (v.format != CD_FORMAT_STRIDED) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: memory format %d is not supported (only STRIDED)",
+         what, v.format);
+  }
+  if (dtype_size(v.dtype) == 0) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: unknown dtype %d", what, v.dtype);
+  }
+  if (v.device != device) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s is on cpu:%d but the kernel runs on cpu:%d", what,
+         v.device, device);
+  }
+  if (v.ndim < 0 || v.ndim > kMaxDims) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: ndim %d is not in [0, %d]", what, v.ndim, kMaxDims);
+  }
+  if (v.ndim > 0 && (v.shape == nullptr || v.strides == nullptr)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s: shape or strides is NULL with ndim %d", what,
+         v.ndim);
+  }
+}
+
+// Resolves the bytes the view can reach: element offsets span [lo, hi]
+// around the origin (lo <= 0 with negative strides).
+void resolve_extent(const cd_tensor_view& v, HostTensor& t, const char* what) {
+  int64_t lo = 0, hi = 0;
+  for (size_t i = 0; i < t.shape.size(); ++i) {
+    const int64_t span = checked_mul(t.shape[i] - 1, t.strides[i], what);
+    if (span < 0) {
+      lo = checked_add(lo, span, what);
+    } else {
+      hi = checked_add(hi, span, what);
+    }
+  }
+  const int64_t item = static_cast<int64_t>(t.itemsize);
+  const int64_t first = checked_add(v.byte_offset, checked_mul(lo, item, what), what);
+  const int64_t count = checked_mul(checked_add(hi - lo, 1, what), item, what);
+  // Integer arithmetic on the device address: it may be a tagged (strict
+  // mode) address that must not be turned into a host pointer here.
+  const uintptr_t start = reinterpret_cast<uintptr_t>(v.data) + static_cast<uintptr_t>(first);
+  t.range = resolve_device_range(v.device, reinterpret_cast<const void*>(start),
+                                 static_cast<size_t>(count), what);
+  t.origin = t.range.host - lo * item;
+}
+
+}  // namespace
+
+size_t dtype_size(cd_dtype_t dtype) {
+  switch (dtype) {
+    case CD_DTYPE_FLOAT64: case CD_DTYPE_INT64: return 8;
+    case CD_DTYPE_FLOAT32: case CD_DTYPE_INT32: return 4;
+    case CD_DTYPE_FLOAT16: case CD_DTYPE_BFLOAT16: case CD_DTYPE_INT16: return 2;
+    case CD_DTYPE_INT8: case CD_DTYPE_UINT8: case CD_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+const char* dtype_name(cd_dtype_t dtype) {
+  static const char* const names[] = {"invalid", "float32", "float16", "bfloat16", "float64",
+                                      "int8",    "int16",   "int32",   "int64",    "uint8",
+                                      "bool"};
+  if (dtype >= 0 && dtype < static_cast<cd_dtype_t>(sizeof(names) / sizeof(names[0]))) {
+    return names[dtype];
+  }
+  return "unknown dtype";
+}
+
+HostTensor resolve_view(const cd_tensor_view& v, int32_t device, const char* what) {
+  check_header(v, device, what);
+  HostTensor t;
+  t.dtype = v.dtype;
+  t.itemsize = dtype_size(v.dtype);
+  t.shape.assign(v.shape, v.shape + v.ndim);
+  t.strides.assign(v.strides, v.strides + v.ndim);
+  t.numel = 1;
+  for (int32_t i = 0; i < v.ndim; ++i) {
+    if (t.shape[i] < 0) {
+      fail(CD_STATUS_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", what, i,
+           static_cast<long long>(t.shape[i]));
+    }
+    t.numel = checked_mul(t.numel, t.shape[i], what);
+  }
+  if (t.numel != 0) resolve_extent(v, t, what);
+  return t;
+}
+
+}  // namespace chipdock_cpu
