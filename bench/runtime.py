@@ -17,6 +17,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 import chipdock  # noqa: E402
+
 from _timing import best_of, human, median_of, parse_size  # noqa: E402
 
 CALLS = 20_000

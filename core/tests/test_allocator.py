@@ -1,5 +1,6 @@
-import chipdock
 import numpy as np
+
+import chipdock
 
 from core_helpers import run_json
 

@@ -1,5 +1,6 @@
-import chipdock
 import pytest
+
+import chipdock
 
 
 def test_cpu_backend_is_discovered_and_accepted():

@@ -1,7 +1,8 @@
-import chipdock
 import ml_dtypes
 import numpy as np
 import pytest
+
+import chipdock
 
 from core_helpers import run_json
 

@@ -1,9 +1,10 @@
 import threading
 import time
 
-import chipdock
 import numpy as np
 import pytest
+
+import chipdock
 
 N = 8 << 20
 

@@ -1,7 +1,8 @@
-import chipdock
 import ml_dtypes
 import numpy as np
 import pytest
+
+import chipdock
 
 RNG = np.random.default_rng(1234)
 

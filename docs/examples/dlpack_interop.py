@@ -12,9 +12,10 @@ modes of the CPU reference backend:
   copies.
 """
 
-import chipdock
 import ml_dtypes
 import numpy as np
+
+import chipdock
 
 KDL_CPU, KDL_EXT_DEV = 1, 12  # DLPack device types
 

@@ -5,9 +5,10 @@ with ``assert`` and exits non-zero if one is wrong. It works with any setting
 of the CPU reference backend (``CHIPDOCK_CPU_STRICT``, ``CHIPDOCK_CPU_DEVICES``).
 """
 
-import chipdock
 import ml_dtypes
 import numpy as np
+
+import chipdock
 
 # Devices: each accepted backend adds devices named "type:index".
 print("devices:", chipdock.devices())

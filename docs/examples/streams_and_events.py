@@ -10,8 +10,9 @@ after its work, and the consumer waits for that event before its own.
 
 import threading
 
-import chipdock
 import numpy as np
+
+import chipdock
 
 dev = chipdock.device("cpu:0")
 n = 8 << 20  # 8 Mi float32 values (32 MiB): large enough to take a while
