@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "blocking.hpp"
 #include "runtime.hpp"
 
 namespace chipdock {
@@ -35,6 +36,7 @@ Stream::Stream(Device* device) : device_(device), handle_(nullptr), id_(g_next_s
 }
 
 Stream::~Stream() {
+  BlockingSection unlocked;  // destroy() drains the stream, whose callbacks may need the GIL
   try {
     destroy();
   } catch (...) {

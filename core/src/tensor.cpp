@@ -6,6 +6,7 @@
 
 #include "dtype.hpp"
 #include "launch.hpp"
+#include "pinned.hpp"
 
 namespace chipdock {
 
@@ -62,9 +63,28 @@ StreamPtr stream_for(const Tensor& t) {
   return stream;
 }
 
-void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
+// Enqueues a copy from pinned memory without waiting for it; false when
+// `host` is not (wholly) inside a live pinned buffer or the slot is missing.
+template <class Slot>
+bool enqueue_pinned(Stream& stream, Slot slot, const char* name, void* dst, const void* src, const void* host,
+                    size_t nbytes) {
+  Device& dev = stream.device();
+  if (slot == nullptr) return false;
+  PinnedBufferPtr buffer = PinnedBuffer::find(host, nbytes);
+  if (!buffer) return false;
+  dev.bind_thread();
+  dev.plugin().call(slot, name, dev.ordinal(), dst, src, nbytes, stream.handle(name));
+  buffer->record_use(stream);  // the buffer outlives the copy
+  return true;
+}
+
+void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes, bool non_blocking = false) {
   Device& dev = stream.device();
   Plugin& p = dev.plugin();
+  if (non_blocking && enqueue_pinned(stream, p.api().memcpy_host_to_device_async, "memcpy_host_to_device_async",
+                                     dst, src, src, nbytes)) {
+    return;
+  }
   dev.bind_thread();
   // An idle stream has nothing to order against: copy on this thread and
   // skip the hand-off to the device queue (it dominates small copies).
@@ -77,9 +97,13 @@ void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
   }
 }
 
-void d2h_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
+void d2h_ordered(Stream& stream, void* dst, const void* src, size_t nbytes, bool non_blocking = false) {
   Device& dev = stream.device();
   Plugin& p = dev.plugin();
+  if (non_blocking && enqueue_pinned(stream, p.api().memcpy_device_to_host_async, "memcpy_device_to_host_async",
+                                     dst, src, dst, nbytes)) {
+    return;
+  }
   dev.bind_thread();
   if (p.api().memcpy_device_to_host_async != nullptr && !stream.query()) {
     CD_CALL(p, memcpy_device_to_host_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_host_async"));
@@ -306,7 +330,7 @@ void Tensor::copy_from(const Tensor& src) {
   h2d_ordered(*stream, offset_ptr(storage_->data(), span.lo), window.data(), window.size());
 }
 
-void Tensor::copy_from_host(const void* src, size_t nbytes) {
+void Tensor::copy_from_host(const void* src, size_t nbytes, bool non_blocking) {
   if (!is_contiguous()) throw_invalid("Tensor.copy_from_host", "the destination is not contiguous");
   if (nbytes != this->nbytes()) {
     throw Error(CD_STATUS_OUT_OF_RANGE, "core", "Tensor.copy_from_host",
@@ -314,10 +338,10 @@ void Tensor::copy_from_host(const void* src, size_t nbytes) {
   }
   if (nbytes == 0) return;
   StreamPtr stream = stream_for(*this);
-  h2d_ordered(*stream, data_ptr(), src, nbytes);
+  h2d_ordered(*stream, data_ptr(), src, nbytes, non_blocking);
 }
 
-void Tensor::copy_to_host(void* dst, size_t nbytes) const {
+void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
   if (nbytes != this->nbytes()) {
     throw Error(CD_STATUS_OUT_OF_RANGE, "core", "Tensor.copy_to_host",
                 "got a " + std::to_string(nbytes) + "-byte buffer for a tensor of " + std::to_string(this->nbytes()));
@@ -325,7 +349,7 @@ void Tensor::copy_to_host(void* dst, size_t nbytes) const {
   if (nbytes == 0) return;
   StreamPtr stream = stream_for(*this);
   if (is_contiguous()) {
-    d2h_ordered(*stream, dst, data_ptr(), nbytes);
+    d2h_ordered(*stream, dst, data_ptr(), nbytes, non_blocking);
     return;
   }
   if (find_kernel(device(), "copy", {this}, {this}) != nullptr) {

@@ -73,8 +73,11 @@ class Tensor {
   Tensor clone() const;
   Tensor to(Device& device) const;
   void copy_from(const Tensor& src);              // shapes and dtypes must match
-  void copy_from_host(const void* src, size_t nbytes);  // contiguous only; blocks
-  void copy_to_host(void* dst, size_t nbytes) const;    // any layout; blocks
+  // Host copies (the destination of copy_from_host must be contiguous).
+  // They block, unless `non_blocking` and the host memory lies in a live
+  // PinnedBuffer: then they are only enqueued on the current stream.
+  void copy_from_host(const void* src, size_t nbytes, bool non_blocking = false);
+  void copy_to_host(void* dst, size_t nbytes, bool non_blocking = false) const;
   void zero();
 
  private:

@@ -2,6 +2,7 @@
 #include <chrono>
 
 #include "bindings.hpp"
+#include "pinned.hpp"
 
 namespace chipdock::python {
 
@@ -140,6 +141,22 @@ void register_runtime(py::module_& m) {
       .def("__str__", &Device::label)
       .def("__eq__", [](const Device& a, py::object b) { return py::isinstance<Device>(b) && &a == &b.cast<const Device&>(); })
       .def("__hash__", [](const Device& d) { return std::hash<const void*>()(&d); });
+
+  py::class_<PinnedBuffer, PinnedBufferPtr>(m, "PinnedBuffer", py::buffer_protocol(),
+                                            "Page-locked host memory from a backend (see chipdock.pinned_empty).")
+      .def(py::init([](py::object device, size_t nbytes) { return make_pinned_buffer(to_device(device), nbytes); }),
+           py::arg("device"), py::arg("nbytes"))
+      .def_property_readonly("pinned", &PinnedBuffer::pinned)
+      .def_property_readonly("nbytes", &PinnedBuffer::size)
+      .def_buffer([](PinnedBuffer& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {1});
+      });
+  m.def(
+      "is_pinned", [](uintptr_t address, size_t nbytes) {
+        return PinnedBuffer::find(reinterpret_cast<const void*>(address), nbytes) != nullptr;
+      },
+      py::arg("address"), py::arg("nbytes"));
 
   m.def("devices", [] {
     std::vector<Device*> out = Runtime::instance().devices();

@@ -34,7 +34,7 @@ void register_streams(py::module_& m) {
       .def("synchronize", &Stream::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Blocks until all work enqueued on the stream has completed.")
       .def("query", &Stream::query, "True if all enqueued work has completed. Never blocks.")
-      .def("wait_event", &Stream::wait_event, py::arg("event"),
+      .def("wait_event", &Stream::wait_event, py::arg("event"), py::call_guard<py::gil_scoped_release>(),
            "Makes later work on this stream wait for the event's latest record.")
       .def(
           "record_event",

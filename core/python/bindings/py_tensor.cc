@@ -33,21 +33,21 @@ Tensor from_array(const py::array& arr, cd_dtype_t dtype, py::object device) {
   return t;
 }
 
-void copy_from_array(Tensor& t, const py::array& src) {
+void copy_from_array(Tensor& t, const py::array& src, bool non_blocking) {
   require_c_contiguous(src, "Tensor.copy_");
   const void* data = src.data();
   const size_t nbytes = static_cast<size_t>(src.nbytes());
   py::gil_scoped_release release;
-  t.copy_from_host(data, nbytes);
+  t.copy_from_host(data, nbytes, non_blocking);
 }
 
-void copy_to_array(const Tensor& t, py::array& out) {
+void copy_to_array(const Tensor& t, py::array& out, bool non_blocking) {
   require_c_contiguous(out, "Tensor.numpy");
   if (!out.writeable()) throw_invalid("Tensor.numpy", "the destination array is read-only");
   void* dst = out.mutable_data();
   const size_t nbytes = static_cast<size_t>(out.nbytes());
   py::gil_scoped_release release;
-  t.copy_to_host(dst, nbytes);
+  t.copy_to_host(dst, nbytes, non_blocking);
 }
 
 }  // namespace
@@ -59,7 +59,9 @@ void register_tensor(py::module_& m) {
           "_empty",
           [](const py::iterable& shape, cd_dtype_t dtype, py::object device) {
             Device& dev = to_device(device);
-            return Tensor::empty(dev, to_shape(shape), dtype);
+            Shape dims = to_shape(shape);
+            py::gil_scoped_release release;  // an OOM retry synchronizes the device
+            return Tensor::empty(dev, dims, dtype);
           },
           py::arg("shape"), py::arg("dtype_code"), py::arg("device"))
       .def_property_readonly("shape", [](const Tensor& t) { return to_tuple(t.shape()); })
@@ -115,8 +117,8 @@ void register_tensor(py::module_& m) {
       .def(
           "record_stream", [](const Tensor& t, const StreamPtr& s) { t.storage()->record_stream(s); },
           py::arg("stream"), "Marks the memory as used by work on `stream` (kept until that work is done).")
-      .def("_copy_to_array", &copy_to_array, py::arg("out"))
-      .def("_copy_from_array", &copy_from_array, py::arg("src"))
+      .def("_copy_to_array", &copy_to_array, py::arg("out"), py::arg("non_blocking") = false)
+      .def("_copy_from_array", &copy_from_array, py::arg("src"), py::arg("non_blocking") = false)
       .def("__len__", [](const Tensor& t) {
         if (t.ndim() == 0) throw py::type_error("len() of a 0-d tensor");
         return t.shape()[0];

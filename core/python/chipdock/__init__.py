@@ -52,7 +52,7 @@ from ._runtime import (
     stream,
     synchronize,
 )
-from ._tensor import Tensor, empty, from_dlpack, tensor, zeros
+from ._tensor import Tensor, empty, from_dlpack, is_pinned, pinned_empty, tensor, zeros
 from .errors import (
     ChipdockError,
     DeviceError,
@@ -75,6 +75,6 @@ __all__ = [
     "PluginRefusedError", "Stream", "Tensor", "UnavailableError", "UnimplementedError", "__version__",
     "_resolve_device", "backends", "bfloat16", "bool_", "cmake_dir", "current_stream", "default_stream",
     "device", "devices", "dtype", "empty", "empty_cache", "float16", "float32", "float64", "from_dlpack",
-    "get_default_device", "include_dir", "int8", "int16", "int32", "int64", "memory_stats",
+    "get_default_device", "include_dir", "int8", "is_pinned", "pinned_empty", "int16", "int32", "int64", "memory_stats",
     "reset_peak_memory_stats", "set_default_device", "stream", "synchronize", "tensor", "uint8", "zeros",
 ]

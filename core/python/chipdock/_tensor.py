@@ -97,23 +97,50 @@ def _dtype(self: Tensor) -> dtype:
     return BY_CODE[self._dtype_code]
 
 
-def _numpy(self: Tensor, out: np.ndarray | None = None) -> np.ndarray:
-    """A host copy; with ``out`` (C-contiguous, same shape and dtype) no allocation."""
+def pinned_empty(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike = None) -> np.ndarray:
+    """An uninitialized NumPy array in page-locked host memory of ``device``'s backend.
+
+    Copies between such an array and a tensor can be enqueued without
+    waiting (``t.copy_(a, non_blocking=True)``, ``t.numpy(out=a,
+    non_blocking=True)``); the memory stays alive until those copies finish.
+    """
+    dt = as_dtype(dtype, "pinned_empty")
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    count = int(np.prod(dims, dtype=np.int64))
+    buffer = _C.PinnedBuffer(_resolve_device(device), count * dt.itemsize)
+    return np.frombuffer(buffer, dtype=np.uint8).view(dt.numpy).reshape(dims)
+
+
+def is_pinned(array: np.ndarray) -> bool:
+    """True if ``array``'s memory lies in a live buffer from ``pinned_empty``."""
+    return bool(_C.is_pinned(array.ctypes.data, array.nbytes)) if array.nbytes else False
+
+
+def _numpy(self: Tensor, out: np.ndarray | None = None, non_blocking: bool = False) -> np.ndarray:
+    """A host copy; with ``out`` (C-contiguous, same shape and dtype) no allocation.
+
+    With ``non_blocking=True`` and ``out`` from ``pinned_empty`` the copy is
+    only enqueued on the current stream: synchronize before reading ``out``.
+    """
     if out is None:
         out = np.empty(self.shape, dtype=_dtype(self).numpy)
     elif out.shape != self.shape or out.dtype != _dtype(self).numpy:
         raise InvalidArgumentError.make(
             "core", "Tensor.numpy", f"out is {out.dtype} {out.shape}, the tensor {_dtype(self).name} {self.shape}"
         )
-    self._copy_to_array(out)
+    self._copy_to_array(out, non_blocking)
     return out
 
 
 _copy_tensor = Tensor.copy_
 
 
-def _copy_(self: Tensor, src: Any) -> Tensor:
-    """Copies ``src`` (a Tensor on any device, or a NumPy array) into this tensor."""
+def _copy_(self: Tensor, src: Any, non_blocking: bool = False) -> Tensor:
+    """Copies ``src`` (a Tensor on any device, or a NumPy array) into this tensor.
+
+    With ``non_blocking=True`` and ``src`` from ``pinned_empty``, a host copy is
+    only enqueued on the current stream (do not modify ``src`` until it is done).
+    """
     if isinstance(src, Tensor):
         return _copy_tensor(self, src)
     arr = np.asarray(src)
@@ -123,7 +150,7 @@ def _copy_(self: Tensor, src: Any) -> Tensor:
         )
     arr = arr.astype(_dtype(self).numpy, order="C", copy=False)
     if self.is_contiguous():
-        self._copy_from_array(arr)
+        self._copy_from_array(arr, non_blocking)
     else:
         _copy_tensor(self, tensor(arr, device=self.device))
     return self
@@ -163,4 +190,4 @@ Tensor.__repr__ = _repr
 Tensor.size = _size
 Tensor.T = property(lambda self: self.permute(tuple(reversed(range(self.ndim)))))
 
-__all__ = ["Tensor", "empty", "from_dlpack", "tensor", "zeros"]
+__all__ = ["Tensor", "empty", "from_dlpack", "is_pinned", "pinned_empty", "tensor", "zeros"]
