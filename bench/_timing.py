@@ -7,29 +7,26 @@ import time
 from collections.abc import Callable
 
 
-def best_of(fn: Callable[[], object], repeat: int, number: int = 1) -> float:
-    """Seconds per call: the minimum over `repeat` runs of `number` calls.
-
-    The minimum is the least noisy estimate of what the code costs on an
-    otherwise idle machine; the spread is reported separately by `spread`.
-    """
-    samples = []
+def samples(fn: Callable[[], object], repeat: int, number: int = 1) -> list[float]:
+    """Seconds per call of `fn`, for `repeat` runs of `number` calls each."""
+    out = []
     for _ in range(repeat):
         start = time.perf_counter()
         for _ in range(number):
             fn()
-        samples.append((time.perf_counter() - start) / number)
-    return min(samples)
+        out.append((time.perf_counter() - start) / number)
+    return out
+
+
+def best_of(fn: Callable[[], object], repeat: int, number: int = 1) -> float:
+    """The minimum: the least noisy estimate of what the code costs when the
+    machine is otherwise idle (for per-call overheads)."""
+    return min(samples(fn, repeat, number))
 
 
 def median_of(fn: Callable[[], object], repeat: int, number: int = 1) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - start) / number)
-    return statistics.median(samples)
+    """The median: robust to outliers where caches and page faults vary (bandwidth)."""
+    return statistics.median(samples(fn, repeat, number))
 
 
 def parse_size(text: str) -> int:

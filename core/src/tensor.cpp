@@ -63,67 +63,49 @@ StreamPtr stream_for(const Tensor& t) {
   return stream;
 }
 
-// Enqueues a copy from pinned memory without waiting for it; false when
-// `host` is not (wholly) inside a live pinned buffer or the slot is missing.
-template <class Slot>
-bool enqueue_pinned(Stream& stream, Slot slot, const char* name, void* dst, const void* src, const void* host,
-                    size_t nbytes) {
-  Device& dev = stream.device();
-  if (slot == nullptr) return false;
-  PinnedBufferPtr buffer = PinnedBuffer::find(host, nbytes);
-  if (!buffer) return false;
-  dev.bind_thread();
-  dev.plugin().call(slot, name, dev.ordinal(), dst, src, nbytes, stream.handle(name));
-  buffer->record_use(stream);  // the buffer outlives the copy
-  return true;
-}
+// One copy direction: its asynchronous and synchronous slots.
+using AsyncCopySlot = decltype(&cd_plugin_api::memcpy_host_to_device_async);
+using SyncCopySlot = decltype(&cd_plugin_api::memcpy_host_to_device);
+struct CopyDirection {
+  AsyncCopySlot async_slot;
+  const char* async_name;
+  SyncCopySlot sync_slot;
+  const char* sync_name;
+};
+const CopyDirection kHostToDevice{&cd_plugin_api::memcpy_host_to_device_async, "memcpy_host_to_device_async",
+                                  &cd_plugin_api::memcpy_host_to_device, "memcpy_host_to_device"};
+const CopyDirection kDeviceToHost{&cd_plugin_api::memcpy_device_to_host_async, "memcpy_device_to_host_async",
+                                  &cd_plugin_api::memcpy_device_to_host, "memcpy_device_to_host"};
+const CopyDirection kDeviceToDevice{&cd_plugin_api::memcpy_device_to_device_async, "memcpy_device_to_device_async",
+                                    &cd_plugin_api::memcpy_device_to_device, "memcpy_device_to_device"};
 
-void h2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes, bool non_blocking = false) {
+// Copies in the order of `stream`. `host` is the host side of the copy (NULL
+// for device to device). Host memory belongs to the caller, so such a copy
+// is finished before returning, unless `non_blocking` and `host` lies in a
+// live pinned buffer: then it is only enqueued, and the buffer waits for it.
+void copy_ordered(Stream& stream, const CopyDirection& dir, void* dst, const void* src, size_t nbytes,
+                  const void* host, bool non_blocking = false) {
   Device& dev = stream.device();
   Plugin& p = dev.plugin();
-  if (non_blocking && enqueue_pinned(stream, p.api().memcpy_host_to_device_async, "memcpy_host_to_device_async",
-                                     dst, src, src, nbytes)) {
+  auto async = p.api().*dir.async_slot;
+  dev.bind_thread();
+  if (host != nullptr && non_blocking && async != nullptr) {
+    if (PinnedBufferPtr buffer = PinnedBuffer::find(host, nbytes)) {
+      p.call(async, dir.async_name, dev.ordinal(), dst, src, nbytes, stream.handle(dir.async_name));
+      buffer->record_use(stream);
+      return;
+    }
+  }
+  // Device-to-device work always goes on the queue. A host copy on an idle
+  // stream has nothing to order against: it runs on this thread, skipping
+  // the hand-off to the device queue that dominates small copies.
+  if (async != nullptr && (host == nullptr || !stream.query())) {
+    p.call(async, dir.async_name, dev.ordinal(), dst, src, nbytes, stream.handle(dir.async_name));
+    if (host != nullptr) wait_for_stream_point(stream);
     return;
   }
-  dev.bind_thread();
-  // An idle stream has nothing to order against: copy on this thread and
-  // skip the hand-off to the device queue (it dominates small copies).
-  if (p.api().memcpy_host_to_device_async != nullptr && !stream.query()) {
-    CD_CALL(p, memcpy_host_to_device_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_host_to_device_async"));
-    wait_for_stream_point(stream);  // `src` is the caller's memory: finish before returning
-  } else {
-    stream.synchronize();
-    CD_CALL(p, memcpy_host_to_device, dev.ordinal(), dst, src, nbytes);
-  }
-}
-
-void d2h_ordered(Stream& stream, void* dst, const void* src, size_t nbytes, bool non_blocking = false) {
-  Device& dev = stream.device();
-  Plugin& p = dev.plugin();
-  if (non_blocking && enqueue_pinned(stream, p.api().memcpy_device_to_host_async, "memcpy_device_to_host_async",
-                                     dst, src, dst, nbytes)) {
-    return;
-  }
-  dev.bind_thread();
-  if (p.api().memcpy_device_to_host_async != nullptr && !stream.query()) {
-    CD_CALL(p, memcpy_device_to_host_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_host_async"));
-    wait_for_stream_point(stream);
-  } else {
-    stream.synchronize();
-    CD_CALL(p, memcpy_device_to_host, dev.ordinal(), dst, src, nbytes);
-  }
-}
-
-void d2d_ordered(Stream& stream, void* dst, const void* src, size_t nbytes) {
-  Device& dev = stream.device();
-  Plugin& p = dev.plugin();
-  dev.bind_thread();
-  if (p.api().memcpy_device_to_device_async != nullptr) {
-    CD_CALL(p, memcpy_device_to_device_async, dev.ordinal(), dst, src, nbytes, stream.handle("memcpy_device_to_device_async"));
-  } else {
-    stream.synchronize();
-    CD_CALL(p, memcpy_device_to_device, dev.ordinal(), dst, src, nbytes);
-  }
+  stream.synchronize();
+  p.call(p.api().*dir.sync_slot, dir.sync_name, dev.ordinal(), dst, src, nbytes);
 }
 
 char* offset_ptr(void* base, int64_t bytes) { return static_cast<char*>(base) + bytes; }
@@ -308,7 +290,7 @@ void Tensor::copy_from(const Tensor& src) {
   StreamPtr stream = stream_for(*this);
   src.storage()->record_stream(stream);
   if (is_contiguous() && src.is_contiguous()) {
-    d2d_ordered(*stream, data_ptr(), src.data_ptr(), nbytes());
+    copy_ordered(*stream, kDeviceToDevice, data_ptr(), src.data_ptr(), nbytes(), nullptr);
     return;
   }
   if (find_kernel(device(), "copy", {&src}, {this}) != nullptr) {
@@ -324,10 +306,12 @@ void Tensor::copy_from(const Tensor& src) {
   }
   Span span = view_span(shape_, strides_, offset_, itemsize());
   std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
-  d2h_ordered(*stream, window.data(), offset_ptr(storage_->data(), span.lo), window.size());
+  copy_ordered(*stream, kDeviceToHost, window.data(), offset_ptr(storage_->data(), span.lo), window.size(),
+               window.data());
   host_strided_copy(window.data() + (offset_ * static_cast<int64_t>(itemsize()) - span.lo), strides_, host.data(),
                     contiguous_strides(shape_), shape_, itemsize());
-  h2d_ordered(*stream, offset_ptr(storage_->data(), span.lo), window.data(), window.size());
+  copy_ordered(*stream, kHostToDevice, offset_ptr(storage_->data(), span.lo), window.data(), window.size(),
+               window.data());
 }
 
 void Tensor::copy_from_host(const void* src, size_t nbytes, bool non_blocking) {
@@ -338,7 +322,7 @@ void Tensor::copy_from_host(const void* src, size_t nbytes, bool non_blocking) {
   }
   if (nbytes == 0) return;
   StreamPtr stream = stream_for(*this);
-  h2d_ordered(*stream, data_ptr(), src, nbytes, non_blocking);
+  copy_ordered(*stream, kHostToDevice, data_ptr(), src, nbytes, src, non_blocking);
 }
 
 void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
@@ -349,7 +333,7 @@ void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
   if (nbytes == 0) return;
   StreamPtr stream = stream_for(*this);
   if (is_contiguous()) {
-    d2h_ordered(*stream, dst, data_ptr(), nbytes, non_blocking);
+    copy_ordered(*stream, kDeviceToHost, dst, data_ptr(), nbytes, dst, non_blocking);
     return;
   }
   if (find_kernel(device(), "copy", {this}, {this}) != nullptr) {
@@ -359,7 +343,8 @@ void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
   // Copy the window the view spans, then gather on the host.
   Span span = view_span(shape_, strides_, offset_, itemsize());
   std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
-  d2h_ordered(*stream, window.data(), offset_ptr(storage_->data(), span.lo), window.size());
+  copy_ordered(*stream, kDeviceToHost, window.data(), offset_ptr(storage_->data(), span.lo), window.size(),
+               window.data());
   host_strided_copy(static_cast<char*>(dst), contiguous_strides(shape_),
                     window.data() + (offset_ * static_cast<int64_t>(itemsize()) - span.lo), strides_, shape_,
                     itemsize());
