@@ -71,6 +71,8 @@ CD_STATIC_ASSERT(CD_ATTR_FLOAT == 2, attr_float);
 CD_STATIC_ASSERT(CD_ATTR_STRING == 3, attr_string);
 CD_STATIC_ASSERT(CD_ATTR_INTS == 4, attr_ints);
 CD_STATIC_ASSERT(CD_ATTR_FLOATS == 5, attr_floats);
+CD_STATIC_ASSERT(CD_KERNEL_FLAGS_DEFAULT == 0u, kernel_flags_default);
+CD_STATIC_ASSERT(CD_KERNEL_CONTIGUOUS_INPUTS == 1u, kernel_contiguous_inputs);
 
 #define CD_TEST_CORE_SLOT(name) offsetof(cd_core_api, name)
 extern const size_t cd_test_core_slots[];

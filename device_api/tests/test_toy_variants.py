@@ -69,14 +69,16 @@ def test_toy_source_compiles_strictly(variant: str, language: str, toy_build: Mo
 
 
 @pytest.mark.parametrize("variant", ALL_VARIANTS)
-def test_variant_builds_with_manifest(variant: str, built: dict[str, Path]) -> None:
+def test_variant_builds_with_manifest(variant: str, built: dict[str, Path], toy_build: ModuleType) -> None:
     manifest_path = built[variant]
+    headers = toy_build.FROZEN_V1_0_INCLUDE_DIR if variant == "frozen_v1_0" else toy_build.INCLUDE_DIR
+    major, minor = toy_build.abi_version(headers)
     assert manifest_path.name == f"toy_{variant}.chipdock.json"
     assert manifest_path.parent.name == variant
     manifest = json.loads(manifest_path.read_text())
     assert manifest["schema"] == 1
     assert (manifest["name"], manifest["device_type"]) == ("toy", "toy")
-    assert manifest["abi"] == {"major": 1, "minor": 0}
+    assert manifest["abi"] == {"major": major, "minor": minor}
     assert manifest["library"] == f"libtoy_{variant}.so"
     assert library_of(manifest_path).is_file()
 
@@ -84,11 +86,11 @@ def test_variant_builds_with_manifest(variant: str, built: dict[str, Path]) -> N
 # ---- the planted fault is what a loader sees ------------------------------------------
 
 
-def test_ok(built: dict[str, Path], drive: Callable[..., Any]) -> None:
+def test_ok(built: dict[str, Path], drive: Callable[..., Any], toy_build: ModuleType) -> None:
     result = drive(library_of(built["ok"]))
     assert result.returncode == 0, str(result)
     f = result.fields
-    assert (f["abi_major"], f["abi_minor"]) == ("1", "0")
+    assert (f["abi_major"], f["abi_minor"]) == tuple(str(v) for v in toy_build.abi_version())
     assert f["struct_size"] == f["v1_0_size"]
     assert (f["name"], f["device_type"], f["version"]) == ("toy", "toy", "0.1.0")
     assert f["null_required"] == "" and f["device_count"] == "1"
@@ -202,7 +204,7 @@ def test_manifest_overrides_deep_merge(tmp_path: Path, toy_build: ModuleType) ->
         "vendor_runtime": toy_build.DELETE,
     })
     manifest = json.loads(path.read_text())
-    assert manifest["abi"] == {"major": 2, "minor": 0}  # merged, not replaced
+    assert manifest["abi"] == {"major": 2, "minor": toy_build.abi_version()[1]}  # merged, not replaced
     assert manifest["library"] == "missing.so"
     assert manifest["driver"] == {"name": None, "min_version": "550.0"}
     assert "vendor_runtime" not in manifest

@@ -146,13 +146,19 @@ def _empty_is_null(manifest: dict) -> dict:
     return manifest
 
 
+def _header_abi_version() -> tuple[int, int]:
+    text = (REPO / "device_api" / "include" / "chipdock" / "cd_base.h").read_text()
+    return tuple(int(re.search(rf"#define CD_ABI_VERSION_{part} (\d+)", text).group(1))  # type: ignore[union-attr]
+                 for part in ("MAJOR", "MINOR"))
+
+
 EXPECTED_MANIFEST = {
     "schema": 1,
     "name": "cpu",
     "device_type": "cpu",
     "version": _pyproject_version(),
     "library": "libchipdock_cpu.so",
-    "abi": {"major": 1, "minor": 0},
+    "abi": {"major": _header_abi_version()[0], "minor": _header_abi_version()[1]},
     "vendor_runtime": {"name": "host", "version": None},
     "driver": {"name": None, "min_version": None},
 }

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -67,15 +68,26 @@ class PluginBuildError(RuntimeError):
     """The compiler failed; the message holds the command and its output."""
 
 
-def toy_manifest(library: str) -> dict[str, Any]:
-    """The honest manifest of the toy backend whose library file is `library`."""
+def abi_version(include_dir: Path = INCLUDE_DIR) -> tuple[int, int]:
+    """(major, minor) as the headers under `include_dir` define them."""
+    text = (include_dir / "chipdock" / "cd_base.h").read_text()
+    major = re.search(r"#define CD_ABI_VERSION_MAJOR (\d+)", text)
+    minor = re.search(r"#define CD_ABI_VERSION_MINOR (\d+)", text)
+    assert major and minor, f"no ABI version in {include_dir}"
+    return int(major.group(1)), int(minor.group(1))
+
+
+def toy_manifest(library: str, include_dir: Path = INCLUDE_DIR) -> dict[str, Any]:
+    """The honest manifest of the toy backend whose library file is `library`,
+    built against the headers under `include_dir`."""
+    major, minor = abi_version(include_dir)
     return {
         "schema": 1,
         "name": "toy",
         "device_type": "toy",
         "version": "0.1.0",
         "library": library,
-        "abi": {"major": 1, "minor": 0},
+        "abi": {"major": major, "minor": minor},
         "vendor_runtime": {"name": None, "version": None},
         "driver": {"name": None, "min_version": None},
     }
@@ -140,7 +152,7 @@ def build_toy_plugin(
                 f"$ {shlex.join(command)}\n{result.stdout}{result.stderr}"
             )
 
-    manifest = toy_manifest(library.name)
+    manifest = toy_manifest(library.name, include_dir or INCLUDE_DIR)
     if manifest_overrides:
         manifest = deep_merge(manifest, manifest_overrides)
     manifest_path = target_dir / f"toy_{variant}.chipdock.json"

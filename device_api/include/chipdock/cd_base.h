@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CD_ABI_VERSION_MAJOR 1
-#define CD_ABI_VERSION_MINOR 0
+#define CD_ABI_VERSION_MINOR 1
 
 #ifdef __cplusplus
 #define CD_EXTERN_C extern "C"

@@ -102,9 +102,11 @@ typedef struct cd_kernel_context {
 typedef cd_error* (*cd_kernel_fn)(const cd_kernel_context* ctx);
 
 /* A kernel registration: one function for one op and one dtype signature.
- * `dtypes` lists the dtype of every input, then of every output, in the
- * op's order (`num_dtypes` = inputs + outputs). The core copies everything
- * it needs during cd_core_api.kernel_register. */
+ * `dtypes` lists one dtype per input the opset declares for the op (an
+ * absent optional input and a variadic input count once, with the dtype of
+ * their type variable), then one per declared output
+ * (`num_dtypes` = declared inputs + declared outputs). The core copies
+ * everything it needs during cd_core_api.kernel_register. */
 typedef struct cd_kernel_def {
   size_t struct_size;
   cd_extension* next;
@@ -112,8 +114,15 @@ typedef struct cd_kernel_def {
   const cd_dtype_t* dtypes;
   cd_kernel_fn fn;
   int32_t num_dtypes;
-  uint32_t flags; /* reserved, 0 */
+  uint32_t flags; /* CD_KERNEL_* flags; 0 in 1.0 */
 } cd_kernel_def;
+
+/* Flags of cd_kernel_def (bitwise OR; a 1.0 core ignores them).
+ * CD_KERNEL_CONTIGUOUS_INPUTS (since 1.1): the core makes every input
+ * C-contiguous before calling the kernel (broadcast operands are then
+ * materialized). Without it a kernel receives arbitrary strided views. */
+#define CD_KERNEL_FLAGS_DEFAULT 0u
+#define CD_KERNEL_CONTIGUOUS_INPUTS 1u
 
 /* A registry handle the core passes to plugin kernels_register. */
 typedef struct cd_kernel_registry cd_kernel_registry;
