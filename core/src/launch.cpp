@@ -48,13 +48,6 @@ cd_attribute make_attribute(const Attribute& a) {
   return out;
 }
 
-std::vector<cd_dtype_t> signature(const std::vector<const Tensor*>& inputs,
-                                  const std::vector<const Tensor*>& outputs) {
-  std::vector<cd_dtype_t> dtypes;
-  for (const Tensor* t : inputs) dtypes.push_back(t->dtype());
-  for (const Tensor* t : outputs) dtypes.push_back(t->dtype());
-  return dtypes;
-}
 
 std::string describe_signature(const std::vector<cd_dtype_t>& dtypes) {
   std::string text = "(";
@@ -64,24 +57,44 @@ std::string describe_signature(const std::vector<cd_dtype_t>& dtypes) {
 
 }  // namespace
 
-cd_kernel_fn find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
+std::vector<cd_dtype_t> signature_of(const std::vector<const Tensor*>& inputs,
+                                     const std::vector<const Tensor*>& outputs) {
+  std::vector<cd_dtype_t> dtypes;
+  for (const Tensor* t : inputs) dtypes.push_back(t->dtype());
+  for (const Tensor* t : outputs) dtypes.push_back(t->dtype());
+  return dtypes;
+}
+
+Kernel find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
                          const std::vector<const Tensor*>& outputs) {
-  return device.plugin().kernels().find(op, signature(inputs, outputs));
+  return device.plugin().kernels().find(op, signature_of(inputs, outputs));
 }
 
 void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
-                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes) {
+                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes,
+                   const std::vector<cd_dtype_t>* signature) {
   Device& device = stream.device();
-  std::vector<cd_dtype_t> dtypes = signature(inputs, outputs);
-  cd_kernel_fn fn = device.plugin().kernels().find(op, dtypes);
-  if (fn == nullptr) {
+  std::vector<cd_dtype_t> dtypes = signature ? *signature : signature_of(inputs, outputs);
+  Kernel kernel = device.plugin().kernels().find(op, dtypes);
+  if (kernel.fn == nullptr) {
     throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op,
                 "no kernel registered for dtypes " + describe_signature(dtypes));
+  }
+  // Kernels that asked for contiguous inputs get compact copies of strided ones.
+  std::vector<Tensor> compacted;
+  compacted.reserve(inputs.size());
+  std::vector<const Tensor*> actual_inputs = inputs;
+  if (kernel.flags & CD_KERNEL_CONTIGUOUS_INPUTS) {
+    for (auto& t : actual_inputs) {
+      if (t->is_contiguous()) continue;
+      compacted.push_back(t->contiguous());
+      t = &compacted.back();
+    }
   }
   // The structs, then the pointer arrays the kernel sees (pointers let
   // these structs grow in later minors).
   std::vector<cd_tensor_view> in_views, out_views;
-  for (const Tensor* t : inputs) in_views.push_back(make_view(*t));
+  for (const Tensor* t : actual_inputs) in_views.push_back(make_view(*t));
   for (const Tensor* t : outputs) out_views.push_back(make_view(*t));
   std::vector<cd_attribute> attr_structs;
   for (const Attribute& a : attributes) attr_structs.push_back(make_attribute(a));
@@ -106,7 +119,7 @@ void launch_kernel(Stream& stream, const std::string& op, const std::vector<cons
   ctx.device = device.ordinal();
 
   device.bind_thread();
-  cd_error* err = fn(&ctx);
+  cd_error* err = kernel.fn(&ctx);
   // Workspace goes back to the stream's pool: later work on the same stream
   // runs after this kernel, so reuse needs no synchronization.
   for (Block* block : state.workspace) device.allocator().release(block);

@@ -21,14 +21,21 @@ struct Attribute {
   std::vector<double> floats;
 };
 
-// The kernel for (op, dtypes of inputs then outputs) on `device`, or NULL.
-cd_kernel_fn find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
-                         const std::vector<const Tensor*>& outputs);
+// The dtypes of `inputs` then `outputs`: the signature of fixed-arity ops.
+std::vector<cd_dtype_t> signature_of(const std::vector<const Tensor*>& inputs,
+                                     const std::vector<const Tensor*>& outputs);
 
-// Runs `op` on `stream`; throws UNIMPLEMENTED when no kernel is registered
-// and the plugin's error when the kernel refuses its arguments.
+// The kernel for (op, dtypes of inputs then outputs) on `device` (fn NULL if none).
+Kernel find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
+                   const std::vector<const Tensor*>& outputs);
+
+// Runs `op` on `stream` with the kernel registered for `signature` (default:
+// signature_of(inputs, outputs)). Inputs are made contiguous first when the
+// kernel asks for it. Throws UNIMPLEMENTED when no kernel is registered and
+// the plugin's error when the kernel refuses its arguments.
 void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
-                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes = {});
+                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes = {},
+                   const std::vector<cd_dtype_t>* signature = nullptr);
 
 // cd_core_api.workspace_allocate, for the launch behind `ctx`.
 cd_status_t workspace_allocate(const cd_kernel_context* ctx, size_t bytes, void** out) noexcept;

@@ -13,15 +13,15 @@ namespace chipdock {
 
 // ---------------------------------------------------------------- kernels --
 
-void KernelTable::add(const std::string& op, std::vector<cd_dtype_t> dtypes, cd_kernel_fn fn) {
+void KernelTable::add(const std::string& op, std::vector<cd_dtype_t> dtypes, Kernel kernel) {
   std::lock_guard<std::mutex> lock(mutex_);
-  kernels_[{op, std::move(dtypes)}] = fn;
+  kernels_[{op, std::move(dtypes)}] = kernel;
 }
 
-cd_kernel_fn KernelTable::find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const {
+Kernel KernelTable::find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = kernels_.find({op, dtypes});
-  return it == kernels_.end() ? nullptr : it->second;
+  return it == kernels_.end() ? Kernel{} : it->second;
 }
 
 std::vector<std::pair<std::string, std::vector<cd_dtype_t>>> KernelTable::list() const {
@@ -54,7 +54,9 @@ cd_status_t core_kernel_register(cd_kernel_registry* registry, const cd_kernel_d
     if (dt <= CD_DTYPE_INVALID || dt >= CD_DTYPE_COUNT) return CD_STATUS_INVALID_ARGUMENT;
   }
   try {
-    reinterpret_cast<KernelTable*>(registry)->add(def->op, std::move(dtypes), def->fn);
+    // `flags` exists in every 1.x def; bits this core does not know are ignored.
+    reinterpret_cast<KernelTable*>(registry)->add(def->op, std::move(dtypes),
+                                                  Kernel{def->fn, def->flags & CD_KERNEL_CONTIGUOUS_INPUTS});
   } catch (...) {
     return CD_STATUS_OUT_OF_MEMORY;
   }

@@ -28,18 +28,23 @@ struct Manifest {
 };
 
 // The kernels one plugin registered, keyed by op and dtype signature.
+struct Kernel {
+  cd_kernel_fn fn = nullptr;
+  uint32_t flags = 0;  // CD_KERNEL_* (0 from a 1.0 plugin)
+};
+
 class KernelTable {
  public:
-  void add(const std::string& op, std::vector<cd_dtype_t> dtypes, cd_kernel_fn fn);
-  // NULL when the plugin has no kernel for exactly this signature.
-  cd_kernel_fn find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const;
+  void add(const std::string& op, std::vector<cd_dtype_t> dtypes, Kernel kernel);
+  // fn == NULL when the plugin has no kernel for exactly this signature.
+  Kernel find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const;
   // (op, dtype signature) pairs, sorted; for coverage reports.
   std::vector<std::pair<std::string, std::vector<cd_dtype_t>>> list() const;
   size_t size() const;
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::vector<cd_dtype_t>>, cd_kernel_fn> kernels_;
+  std::map<std::pair<std::string, std::vector<cd_dtype_t>>, Kernel> kernels_;
 };
 
 class Plugin {

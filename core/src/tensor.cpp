@@ -293,7 +293,7 @@ void Tensor::copy_from(const Tensor& src) {
     copy_ordered(*stream, kDeviceToDevice, data_ptr(), src.data_ptr(), nbytes(), nullptr);
     return;
   }
-  if (find_kernel(device(), "copy", {&src}, {this}) != nullptr) {
+  if (find_kernel(device(), "copy", {&src}, {this}).fn != nullptr) {
     launch_kernel(*stream, "copy", {&src}, {this});
     return;
   }
@@ -336,7 +336,7 @@ void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
     copy_ordered(*stream, kDeviceToHost, dst, data_ptr(), nbytes, dst, non_blocking);
     return;
   }
-  if (find_kernel(device(), "copy", {this}, {this}) != nullptr) {
+  if (find_kernel(device(), "copy", {this}, {this}).fn != nullptr) {
     contiguous().copy_to_host(dst, nbytes);
     return;
   }
