@@ -1,6 +1,9 @@
-// Launching kernels from Python: the raw launch (caller-allocated outputs,
-// used by kernel tests and the conformance suite).
+// Ops from Python: registering the opset, dispatching op calls (also the
+// Tensor operators), the fallback policy, and the raw kernel launch
+// (caller-allocated outputs, for kernel tests and the conformance suite).
 #include "bindings.hpp"
+#include "dispatch.hpp"
+#include "dtype.hpp"
 #include "launch.hpp"
 
 namespace chipdock::python {
@@ -64,9 +67,226 @@ void raw_launch(const std::string& op, const std::vector<Tensor>& inputs, const 
   launch_kernel(*stream, op, in, out, attributes, signature ? &*signature : nullptr);
 }
 
+// ------------------------------------------------------------ the opset --
+
+AttrKind attr_kind(const std::string& kind) {
+  static const std::map<std::string, AttrKind> kinds = {
+      {"int", AttrKind::Int},       {"float", AttrKind::Float},   {"bool", AttrKind::Bool},
+      {"string", AttrKind::String}, {"ints", AttrKind::Ints},     {"floats", AttrKind::Floats},
+      {"dtype", AttrKind::DType}};
+  auto it = kinds.find(kind);
+  if (it == kinds.end()) throw_invalid("register_op", "unknown attribute type '" + kind + "'");
+  return it->second;
+}
+
+ArgSpec arg_spec(const py::dict& d) {
+  ArgSpec a;
+  a.name = d["name"].cast<std::string>();
+  a.type_var = d["type"].cast<std::string>();
+  a.optional = d.contains("optional") && d["optional"].cast<bool>();
+  a.variadic = d.contains("variadic") && d["variadic"].cast<bool>();
+  return a;
+}
+
+// The op dict is prepared by chipdock/_opset.py from opset.yaml.
+void register_op(const py::dict& d) {
+  OpSpec op;
+  op.name = d["name"].cast<std::string>();
+  for (py::handle a : d["inputs"]) op.inputs.push_back(arg_spec(a.cast<py::dict>()));
+  for (py::handle a : d["outputs"]) op.outputs.push_back(arg_spec(a.cast<py::dict>()));
+  for (auto [var, dtypes] : d["types"].cast<py::dict>()) op.types[var.cast<std::string>()] = dtypes.cast<std::vector<cd_dtype_t>>();
+  for (py::handle item : d["attributes"]) {
+    py::dict a = item.cast<py::dict>();
+    AttrSpec spec;
+    spec.name = a["name"].cast<std::string>();
+    spec.kind = attr_kind(a["type"].cast<std::string>());
+    spec.required = a["required"].cast<bool>();
+    if (!spec.required) spec.default_value = to_attribute(spec.name, a["default"], "register_op");
+    if (!a["min"].is_none()) spec.min = a["min"].cast<double>();
+    spec.length = a["length"].cast<int64_t>();
+    spec.choices = a["choices"].cast<std::vector<std::string>>();
+    // Store the default in the kind the kernel will see.
+    if (!spec.required) {
+      Attribute& def = spec.default_value;
+      if (spec.kind == AttrKind::Float && def.type == CD_ATTR_INT) def = Attribute{def.name, CD_ATTR_FLOAT, 0, static_cast<double>(def.i)};
+      if (spec.kind == AttrKind::Ints && def.type == CD_ATTR_FLOATS) def.type = CD_ATTR_INTS;  // an empty list
+      if (spec.kind == AttrKind::Floats && def.type == CD_ATTR_INTS) {
+        def.floats.assign(def.ints.begin(), def.ints.end());
+        def.type = CD_ATTR_FLOATS;
+      }
+    }
+    op.attributes.push_back(std::move(spec));
+  }
+  for (auto [out, attr] : d["output_dtype"].cast<py::dict>()) op.output_dtype_from_attr[out.cast<std::string>()] = attr.cast<std::string>();
+  op.shape_rule = d["shape"].cast<std::string>();
+  op.view = d["view"].cast<bool>();
+  op.nonempty = d["nonempty"].cast<bool>();
+  Opset::instance().add(std::move(op));
+}
+
+const OpSpec& find_op(const std::string& name) {
+  const OpSpec* op = Opset::instance().find(name);
+  if (op == nullptr) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", name, "no such op in the opset");
+  return *op;
+}
+
+// ---------------------------------------------------------- dispatching --
+
+// A Python scalar or array as a tensor of `dtype` on `device` (Python does
+// the conversion: it knows float16/bfloat16 through ml_dtypes).
+Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype) {
+  static py::object convert = py::module_::import("chipdock._tensor").attr("_as_operand");
+  return convert(value, py::cast(&device, py::return_value_policy::reference), dtype).cast<Tensor>();
+}
+
+bool is_tensor(py::handle h) { return py::isinstance<Tensor>(h); }
+
+// Builds the per-declared-input groups; non-tensor operands take the dtype
+// of a tensor bound to the same type variable (like `x + 1` in PyTorch).
+std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequence& args, Device*& device) {
+  if (args.size() > op.inputs.size()) {
+    throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name,
+                "takes " + std::to_string(op.inputs.size()) + " inputs, got " + std::to_string(args.size()));
+  }
+  std::vector<std::vector<Tensor>> groups(op.inputs.size());
+  std::map<std::string, cd_dtype_t> bound;
+  std::vector<size_t> pending;
+  for (size_t i = 0; i < args.size(); ++i) {
+    py::handle a = args[i];
+    if (a.is_none()) continue;
+    if (op.inputs[i].variadic) {
+      for (py::handle t : a.cast<py::sequence>()) {
+        if (!is_tensor(t)) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, op.inputs[i].name + ": expected tensors");
+        groups[i].push_back(t.cast<Tensor>());
+      }
+    } else if (is_tensor(a)) {
+      groups[i].push_back(a.cast<Tensor>());
+    } else {
+      pending.push_back(i);
+      continue;
+    }
+    if (!groups[i].empty()) {
+      if (device == nullptr) device = &groups[i].front().device();
+      bound.emplace(op.inputs[i].type_var, groups[i].front().dtype());
+    }
+  }
+  for (size_t i : pending) {
+    auto it = bound.find(op.inputs[i].type_var);
+    if (device == nullptr) device = &to_device(py::none());
+    cd_dtype_t dtype = it != bound.end() ? it->second : CD_DTYPE_INVALID;
+    groups[i].push_back(to_tensor(args[i], *device, dtype));
+  }
+  return groups;
+}
+
+py::object wrap_outputs(const OpSpec& op, DispatchResult&& result) {
+  if (!result.warning.empty()) {
+    static py::object category = py::module_::import("chipdock.errors").attr("FallbackWarning");
+    if (PyErr_WarnEx(category.ptr(), result.warning.c_str(), 2) != 0) throw py::error_already_set();
+  }
+  if (result.outputs.size() == 1 && !op.outputs.front().variadic) return py::cast(std::move(result.outputs.front()));
+  py::tuple out(result.outputs.size());
+  for (size_t i = 0; i < result.outputs.size(); ++i) out[i] = py::cast(std::move(result.outputs[i]));
+  return out;
+}
+
+py::object py_dispatch(const OpSpec& op, const py::sequence& args, const py::dict& attrs, py::handle device_obj) {
+  Device* device = device_obj.is_none() ? nullptr : &to_device(device_obj);
+  std::vector<std::vector<Tensor>> groups = collect_inputs(op, args, device);
+  std::vector<Attribute> given;
+  given.reserve(attrs.size());
+  for (auto [key, value] : attrs) {
+    if (value.is_none()) continue;
+    given.push_back(to_attribute(py::str(key), value, op.name.c_str()));
+  }
+  if (device == nullptr && !op.inputs.empty()) device = &to_device(py::none());
+  if (device == nullptr) device = &to_device(py::none());
+  DispatchResult result;
+  {
+    py::gil_scoped_release release;
+    result = dispatch(op, std::move(groups), given, device);
+  }
+  return wrap_outputs(op, std::move(result));
+}
+
+// A binary operator: `a op b`, or `b op a` when reflected.
+py::object binary(const char* name, py::handle self, py::handle other, bool reflected) {
+  static std::map<std::string, const OpSpec*> cache;
+  const OpSpec*& op = cache[name];
+  if (op == nullptr) op = &find_op(name);
+  py::tuple args = reflected ? py::make_tuple(other, self) : py::make_tuple(self, other);
+  return py_dispatch(*op, args, py::dict(), py::none());
+}
+
+py::object unary(const char* name, py::handle self) {
+  return py_dispatch(find_op(name), py::make_tuple(self), py::dict(), py::none());
+}
+
+FallbackPolicy parse_policy(const std::string& name) {
+  if (name == "error") return FallbackPolicy::Error;
+  if (name == "warn") return FallbackPolicy::Warn;
+  if (name == "allow") return FallbackPolicy::Allow;
+  throw_invalid("set_fallback_policy", "'" + name + "' is not one of error, warn, allow");
+}
+
 }  // namespace
 
 void register_dispatch(py::module_& m) {
+  m.def("register_op", &register_op, py::arg("spec"));
+  m.def("op_names", [] { return Opset::instance().names(); });
+  m.def(
+      "dispatch",
+      [](const std::string& name, const py::sequence& args, const py::dict& attrs, py::handle device) {
+        return py_dispatch(find_op(name), args, attrs, device);
+      },
+      py::arg("op"), py::arg("inputs"), py::arg("attributes"), py::arg("device") = py::none(),
+      "Runs one op: inputs in declared order (None for an absent optional, a list for a variadic one).");
+  m.def("set_fallback_policy", [](const std::string& p) { set_fallback_policy(parse_policy(p)); });
+  m.def("fallback_policy", [] {
+    const char* names[] = {"error", "warn", "allow"};
+    return std::string(names[static_cast<int>(fallback_policy())]);
+  });
+  m.def("set_denied_ops", &set_denied_ops, py::arg("device_type"), py::arg("ops"));
+  m.def("denied_ops", &denied_ops, py::arg("device_type"));
+  m.def("reset_fallback_records", &reset_fallback_records);
+  m.def("fallback_records", [] {
+    py::list out;
+    for (const FallbackRecord& r : fallback_records()) {
+      py::dict d;
+      d["device_type"] = r.device_type;
+      d["op"] = r.op;
+      d["dtypes"] = r.signature;
+      d["count"] = r.count;
+      d["reason"] = r.reason;
+      out.append(d);
+    }
+    return out;
+  });
+
+  // Tensor operators, bound here so that `a + b` goes straight to C++.
+  auto tensor = py::reinterpret_borrow<py::object>(m.attr("Tensor"));
+  auto def_binary = [&](const char* dunder, const char* op, bool reflected) {
+    tensor.attr(dunder) = py::cpp_function(
+        [op, reflected](py::handle self, py::handle other) { return binary(op, self, other, reflected); },
+        py::is_method(tensor), py::arg("other"));
+  };
+  const std::pair<const char*, const char*> forward[] = {
+      {"__add__", "add"}, {"__sub__", "sub"}, {"__mul__", "mul"}, {"__truediv__", "div"}, {"__pow__", "pow"},
+      {"__matmul__", "matmul"}, {"__eq__", "eq"}, {"__ne__", "ne"}, {"__lt__", "lt"}, {"__le__", "le"},
+      {"__gt__", "gt"}, {"__ge__", "ge"}, {"__and__", "logical_and"}, {"__or__", "logical_or"}};
+  for (const auto& [dunder, op] : forward) def_binary(dunder, op, false);
+  const std::pair<const char*, const char*> reflected[] = {
+      {"__radd__", "add"}, {"__rsub__", "sub"}, {"__rmul__", "mul"}, {"__rtruediv__", "div"},
+      {"__rpow__", "pow"}, {"__rmatmul__", "matmul"}, {"__rand__", "logical_and"}, {"__ror__", "logical_or"}};
+  for (const auto& [dunder, op] : reflected) def_binary(dunder, op, true);
+  tensor.attr("__neg__") = py::cpp_function([](py::handle self) { return unary("neg", self); }, py::is_method(tensor));
+  tensor.attr("__abs__") = py::cpp_function([](py::handle self) { return unary("abs", self); }, py::is_method(tensor));
+  tensor.attr("__invert__") =
+      py::cpp_function([](py::handle self) { return unary("logical_not", self); }, py::is_method(tensor));
+  // Elementwise __eq__ would otherwise make tensors unhashable.
+  tensor.attr("__hash__") = py::cpp_function([](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); },
+                                             py::is_method(tensor));
+
   m.def("launch_kernel", &raw_launch, py::arg("op"), py::arg("inputs"), py::arg("outputs"),
         py::arg("attributes") = py::dict(), py::arg("signature") = py::none(),
         "Runs the device's kernel for `op` on the current stream with caller-allocated outputs. "

@@ -16,7 +16,10 @@ backend: plugins load on first use.
 
 from __future__ import annotations
 
-from . import _C
+from . import (
+    _C,
+    ops,  # noqa: E402  (registers the opset with the core)
+)
 from ._dtypes import (
     ALL_DTYPES,
     bfloat16,
@@ -31,6 +34,7 @@ from ._dtypes import (
     int64,
     uint8,
 )
+from ._fallback import deny_ops, fallback_policy, fallback_report, set_fallback_policy
 from ._runtime import (
     BackendInfo,
     Device,
@@ -56,6 +60,7 @@ from ._tensor import Tensor, empty, from_dlpack, is_pinned, pinned_empty, tensor
 from .errors import (
     ChipdockError,
     DeviceError,
+    FallbackWarning,
     InvalidArgumentError,
     InvalidHandleError,
     NotReadyError,
@@ -71,10 +76,11 @@ ABI_VERSION: tuple[int, int] = tuple(_C.ABI_VERSION)  # type: ignore[assignment]
 
 __all__ = [
     "ABI_VERSION", "ALL_DTYPES", "BackendInfo", "ChipdockError", "Device", "DeviceError", "Event",
-    "InvalidArgumentError", "InvalidHandleError", "NotReadyError", "OutOfMemoryError", "OutOfRangeError",
-    "PluginRefusedError", "Stream", "Tensor", "UnavailableError", "UnimplementedError", "__version__",
-    "_resolve_device", "backends", "bfloat16", "bool_", "cmake_dir", "current_stream", "default_stream",
-    "device", "devices", "dtype", "empty", "empty_cache", "float16", "float32", "float64", "from_dlpack",
-    "get_default_device", "include_dir", "int8", "is_pinned", "pinned_empty", "int16", "int32", "int64", "memory_stats",
-    "reset_peak_memory_stats", "set_default_device", "stream", "synchronize", "tensor", "uint8", "zeros",
+    "FallbackWarning", "InvalidArgumentError", "InvalidHandleError", "NotReadyError", "OutOfMemoryError",
+    "OutOfRangeError", "PluginRefusedError", "Stream", "Tensor", "UnavailableError", "UnimplementedError",
+    "__version__", "_resolve_device", "backends", "bfloat16", "bool_", "cmake_dir", "current_stream",
+    "default_stream", "deny_ops", "device", "devices", "dtype", "empty", "empty_cache", "fallback_policy",
+    "fallback_report", "float16", "float32", "float64", "from_dlpack", "get_default_device", "include_dir", "int16",
+    "int32", "int64", "int8", "is_pinned", "memory_stats", "ops", "pinned_empty", "reset_peak_memory_stats",
+    "set_default_device", "set_fallback_policy", "stream", "synchronize", "tensor", "uint8", "zeros",
 ]

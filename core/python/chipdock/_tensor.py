@@ -91,6 +91,13 @@ def from_dlpack(obj: Any, device: DeviceLike = None) -> Tensor:
     )
 
 
+def _as_operand(value: Any, device: Any, dtype_code: int) -> Tensor:
+    """A non-tensor operand of an op (``x + 1``) as a tensor on ``device``: of
+    the dtype of the tensor it meets (``dtype_code``), else inferred."""
+    dt = BY_CODE.get(dtype_code)
+    return tensor(value, device=device, dtype=dt)
+
+
 # ----------------------------------------------------- Tensor conveniences --
 
 def _dtype(self: Tensor) -> dtype:
@@ -180,6 +187,74 @@ def _size(self: Tensor, dim: int | None = None) -> Any:
     return self.shape if dim is None else self.shape[dim]
 
 
+def _getitem(self: Tensor, index: Any) -> Tensor:
+    """Basic indexing (ints, slices, None, ...) as a view, like NumPy and PyTorch."""
+    items = index if isinstance(index, tuple) else (index,)
+    if any(isinstance(i, Tensor | np.ndarray | list) for i in items):
+        raise InvalidArgumentError.make(
+            "core", "Tensor.__getitem__", "indexing with tensors or lists is not supported; use chipdock.ops.gather"
+        )
+    if sum(i is Ellipsis for i in items) > 1:
+        raise InvalidArgumentError.make("core", "Tensor.__getitem__", "an index can only have one ellipsis")
+    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if consumed > self.ndim:
+        raise InvalidArgumentError.make(
+            "core", "Tensor.__getitem__", f"too many indices: {consumed} for a {self.ndim}-d tensor"
+        )
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items = items[:at] + (slice(None),) * (self.ndim - consumed) + items[at + 1:]
+    shape, strides, offset, dim = [], [], self.storage_offset(), 0
+    for item in items:
+        if item is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        size, stride = self.shape[dim], self.stride()[dim]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            count = len(range(start, stop, step))
+            offset += start * stride if count else 0
+            shape.append(count)
+            strides.append(stride * step)
+        else:
+            i = int(item)
+            if not -size <= i < size:
+                raise InvalidArgumentError.make(
+                    "core", "Tensor.__getitem__", f"index {i} is out of range for dim {dim} of size {size}"
+                )
+            offset += (i + size if i < 0 else i) * stride
+        dim += 1
+    shape += self.shape[dim:]
+    strides += self.stride()[dim:]
+    return self.as_strided(tuple(shape), tuple(strides), offset)
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    """Copies ``value`` (a Tensor, array or number, broadcast) into ``self[index]``."""
+    view = _getitem(self, index)
+    if isinstance(value, Tensor):
+        src = value if value.shape == view.shape else value.as_strided(
+            view.shape, _broadcast_strides(value, view.shape), value.storage_offset())
+        view.copy_(src)
+    else:
+        view.copy_(np.broadcast_to(np.asarray(value, dtype=_dtype(self).numpy), view.shape))
+
+
+def _broadcast_strides(t: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+    lead = len(shape) - t.ndim
+    if lead < 0:
+        raise InvalidArgumentError.make("core", "Tensor.__setitem__", f"{t.shape} does not broadcast to {shape}")
+    out = [0] * lead
+    for size, stride, target in zip(t.shape, t.stride(), shape[lead:], strict=True):
+        if size not in (1, target):
+            raise InvalidArgumentError.make("core", "Tensor.__setitem__", f"{t.shape} does not broadcast to {shape}")
+        out.append(0 if size == 1 and target != 1 else stride)
+    return tuple(out)
+
+
+Tensor.__getitem__ = _getitem
+Tensor.__setitem__ = _setitem
 Tensor.dtype = property(_dtype, doc="The element type (a chipdock.dtype).")
 Tensor.numpy = _numpy
 Tensor.copy_ = _copy_

@@ -89,7 +89,12 @@ class PluginRefusedError(ChipdockError):
     default_code = "PLUGIN_REFUSED"
 
 
+class FallbackWarning(UserWarning):
+    """An op ran on the CPU reference because its device had no kernel for it."""
+
+
 __all__ = [
+    "FallbackWarning",
     "ChipdockError",
     "DeviceError",
     "InvalidArgumentError",

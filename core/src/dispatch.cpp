@@ -1,0 +1,329 @@
+#include "dispatch.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "dtype.hpp"
+#include "shape_rules.hpp"
+
+namespace chipdock {
+
+namespace {
+
+std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::Warn)};
+std::mutex g_fallback_mutex;
+std::map<std::string, std::set<std::string>> g_denied;  // device type -> ops
+std::map<std::tuple<std::string, std::string, std::string>, FallbackRecord> g_records;
+
+[[noreturn]] void fail(const OpSpec& op, const std::string& what, const std::string& reason) {
+  throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, what + ": " + reason);
+}
+
+std::string describe_dtypes(const std::vector<cd_dtype_t>& dtypes) {
+  std::string text = "(";
+  for (size_t i = 0; i < dtypes.size(); ++i) text += (i ? ", " : "") + std::string(dtype_name(dtypes[i]));
+  return text + ")";
+}
+
+cd_dtype_t dtype_by_name(const std::string& name) {
+  for (cd_dtype_t d = 1; d < CD_DTYPE_COUNT; ++d) {
+    if (name == dtype_name(d)) return d;
+  }
+  return CD_DTYPE_INVALID;
+}
+
+// ------------------------------------------------------------ attributes --
+
+// Coerces one given attribute to its spec's kind and checks its range.
+Attribute coerce(const OpSpec& op, const AttrSpec& spec, Attribute a) {
+  auto bad_type = [&](const char* expected) {
+    fail(op, spec.name, std::string("expected ") + expected);
+  };
+  switch (spec.kind) {
+    case AttrKind::Int:
+    case AttrKind::Bool:
+      if (a.type != CD_ATTR_INT) bad_type(spec.kind == AttrKind::Int ? "an int" : "a bool");
+      if (spec.kind == AttrKind::Bool && a.i != 0 && a.i != 1) bad_type("a bool");
+      break;
+    case AttrKind::Float:
+      if (a.type == CD_ATTR_INT) a.f = static_cast<double>(a.i);
+      else if (a.type != CD_ATTR_FLOAT) bad_type("a number");
+      a.type = CD_ATTR_FLOAT;
+      break;
+    case AttrKind::String:
+      if (a.type != CD_ATTR_STRING) bad_type("a string");
+      break;
+    case AttrKind::Ints:
+      if (a.type == CD_ATTR_INT) a.ints = {a.i};
+      else if (a.type == CD_ATTR_FLOATS && a.floats.empty()) a.ints = {};
+      else if (a.type != CD_ATTR_INTS) bad_type("a list of ints");
+      a.type = CD_ATTR_INTS;
+      break;
+    case AttrKind::Floats:
+      if (a.type == CD_ATTR_INTS) a.floats.assign(a.ints.begin(), a.ints.end());
+      else if (a.type == CD_ATTR_FLOAT) a.floats = {a.f};
+      else if (a.type != CD_ATTR_FLOATS) bad_type("a list of numbers");
+      a.type = CD_ATTR_FLOATS;
+      break;
+    case AttrKind::DType:
+      if (a.type == CD_ATTR_STRING) a.i = dtype_by_name(a.s);
+      else if (a.type != CD_ATTR_INT) bad_type("a dtype");
+      if (!dtype_valid(static_cast<cd_dtype_t>(a.i))) bad_type("a dtype");
+      a.type = CD_ATTR_INT;
+      break;
+  }
+  if (spec.min) {
+    auto below = [&](double v) { return v < *spec.min; };
+    bool out = (a.type == CD_ATTR_INT && below(static_cast<double>(a.i))) ||
+               (a.type == CD_ATTR_FLOAT && below(a.f)) ||
+               (a.type == CD_ATTR_INTS && std::any_of(a.ints.begin(), a.ints.end(), [&](int64_t v) { return below(static_cast<double>(v)); }));
+    if (out) fail(op, spec.name, "must be at least " + std::to_string(static_cast<int64_t>(*spec.min)));
+  }
+  if (spec.length >= 0) {
+    const size_t n = a.type == CD_ATTR_INTS ? a.ints.size() : a.floats.size();
+    if (static_cast<int64_t>(n) != spec.length) {
+      fail(op, spec.name, "expected " + std::to_string(spec.length) + " values, got " + std::to_string(n));
+    }
+  }
+  if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), a.s) == spec.choices.end()) {
+    std::string options;
+    for (const auto& c : spec.choices) options += (options.empty() ? "" : ", ") + c;
+    fail(op, spec.name, "'" + a.s + "' is not one of " + options);
+  }
+  a.name = spec.name;
+  return a;
+}
+
+std::map<std::string, Attribute> normalize_attributes(const OpSpec& op, const std::vector<Attribute>& given) {
+  std::map<std::string, Attribute> out;
+  for (const Attribute& a : given) {
+    const AttrSpec* spec = op.attribute(a.name);
+    if (spec == nullptr) {
+      std::string known;
+      for (const AttrSpec& s : op.attributes) known += (known.empty() ? "" : ", ") + s.name;
+      fail(op, a.name, "unknown attribute (" + op.name + " takes: " + (known.empty() ? "none" : known) + ")");
+    }
+    out[a.name] = coerce(op, *spec, a);
+  }
+  for (const AttrSpec& spec : op.attributes) {
+    if (out.count(spec.name)) continue;
+    if (spec.required) fail(op, spec.name, "required attribute missing");
+    out[spec.name] = spec.default_value;
+    out[spec.name].name = spec.name;
+  }
+  return out;
+}
+
+// ----------------------------------------------------------------- types --
+
+struct Binding {
+  std::map<std::string, cd_dtype_t> types;
+  Device* device = nullptr;
+  std::string device_arg;
+};
+
+Binding bind_inputs(const OpSpec& op, const std::vector<std::vector<Tensor>>& inputs, Device* fallback_device) {
+  Binding b;
+  if (inputs.size() != op.inputs.size()) {
+    fail(op, "inputs", "expected " + std::to_string(op.inputs.size()) + ", got " + std::to_string(inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const ArgSpec& arg = op.inputs[i];
+    if (inputs[i].empty() && !arg.optional) fail(op, arg.name, arg.variadic ? "needs at least one tensor" : "missing");
+    for (size_t j = 0; j < inputs[i].size(); ++j) {
+      const Tensor& t = inputs[i][j];
+      const std::string name = arg.variadic ? arg.name + "[" + std::to_string(j) + "]" : arg.name;
+      if (b.device == nullptr) {
+        b.device = &t.device();
+        b.device_arg = name;
+      } else if (&t.device() != b.device) {
+        fail(op, name, "is on " + t.device().label() + " but " + b.device_arg + " is on " + b.device->label());
+      }
+      const auto& allowed = op.types.at(arg.type_var);
+      if (std::find(allowed.begin(), allowed.end(), t.dtype()) == allowed.end()) {
+        std::string options;
+        for (cd_dtype_t d : allowed) options += (options.empty() ? "" : ", ") + std::string(dtype_name(d));
+        fail(op, name, std::string("dtype ") + dtype_name(t.dtype()) + " is not supported (" + arg.type_var + ": " + options + ")");
+      }
+      auto [it, fresh] = b.types.emplace(arg.type_var, t.dtype());
+      if (!fresh && it->second != t.dtype()) {
+        fail(op, name, std::string("is ") + dtype_name(t.dtype()) + " but an earlier " + arg.type_var + " input is " +
+                           dtype_name(it->second) + " (no implicit promotion; cast first)");
+      }
+    }
+  }
+  if (b.device == nullptr) b.device = fallback_device;
+  if (b.device == nullptr) fail(op, "device", "an op without inputs needs a device");
+  return b;
+}
+
+// The dtype of each declared output.
+std::vector<cd_dtype_t> output_dtypes(const OpSpec& op, Binding& b, const std::map<std::string, Attribute>& attrs) {
+  std::vector<cd_dtype_t> out;
+  for (const ArgSpec& arg : op.outputs) {
+    auto from_attr = op.output_dtype_from_attr.find(arg.name);
+    cd_dtype_t dt = CD_DTYPE_INVALID;
+    if (from_attr != op.output_dtype_from_attr.end()) {
+      dt = static_cast<cd_dtype_t>(attrs.at(from_attr->second).i);
+      const auto& allowed = op.types.at(arg.type_var);
+      if (std::find(allowed.begin(), allowed.end(), dt) == allowed.end()) {
+        fail(op, from_attr->second, std::string("dtype ") + dtype_name(dt) + " is not supported");
+      }
+      b.types.emplace(arg.type_var, dt);
+    } else if (b.types.count(arg.type_var)) {
+      dt = b.types.at(arg.type_var);
+    } else {
+      const auto& allowed = op.types.at(arg.type_var);
+      if (allowed.size() != 1) fail(op, arg.name, "its dtype cannot be inferred");
+      dt = allowed.front();
+      b.types.emplace(arg.type_var, dt);
+    }
+    out.push_back(dt);
+  }
+  return out;
+}
+
+// One dtype per declared input (absent or variadic: its type's binding), then outputs.
+std::vector<cd_dtype_t> kernel_signature(const OpSpec& op, const Binding& b, const std::vector<cd_dtype_t>& outs) {
+  std::vector<cd_dtype_t> sig;
+  for (const ArgSpec& arg : op.inputs) {
+    auto it = b.types.find(arg.type_var);
+    const auto& allowed = op.types.at(arg.type_var);
+    sig.push_back(it != b.types.end() ? it->second : allowed.front());
+  }
+  sig.insert(sig.end(), outs.begin(), outs.end());
+  return sig;
+}
+
+bool is_denied(const std::string& device_type, const std::string& op) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  auto it = g_denied.find(device_type);
+  return it != g_denied.end() && it->second.count(op);
+}
+
+// Records a fallback; true the first time this (device, op, signature) falls back.
+bool record_fallback(const std::string& device_type, const std::string& op, const std::string& sig, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  auto& rec = g_records[{device_type, op, sig}];
+  const bool first = rec.count == 0;
+  rec.device_type = device_type;
+  rec.op = op;
+  rec.signature = sig;
+  rec.reason = reason;
+  ++rec.count;
+  return first;
+}
+
+DispatchResult run_on_cpu_reference(const OpSpec& op, std::vector<std::vector<Tensor>> inputs,
+                                    const std::vector<Attribute>& given, Device& device, const std::string& sig,
+                                    const std::string& reason) {
+  const auto policy = static_cast<FallbackPolicy>(g_policy.load());
+  if (device.type() == "cpu") {
+    throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op.name, "the CPU reference has no kernel for " + sig);
+  }
+  if (policy == FallbackPolicy::Error) {
+    throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op.name,
+                reason + " for " + sig + " on " + device.label() +
+                    ", and the fallback policy is 'error' (chipdock.set_fallback_policy('warn') or "
+                    "CHIPDOCK_FALLBACK=warn runs it on the CPU reference)");
+  }
+  Device& cpu = Runtime::instance().device("cpu", 0, op.name.c_str());
+  for (auto& group : inputs) {
+    for (auto& t : group) t = t.to(cpu);
+  }
+  DispatchResult result = dispatch(op, std::move(inputs), given, &cpu);
+  for (auto& t : result.outputs) t = t.to(device);
+  const bool first = record_fallback(device.type(), op.name, sig, reason);
+  if (policy == FallbackPolicy::Warn && first) {
+    result.warning = "[" + device.plugin().name() + "] " + op.name + ": " + reason + " for " + sig + " on " +
+                     device.label() + "; ran on the CPU reference (counted in chipdock.fallback_report())";
+  }
+  return result;
+}
+
+}  // namespace
+
+DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> inputs, const std::vector<Attribute>& given,
+                        Device* device) {
+  std::map<std::string, Attribute> attrs = normalize_attributes(op, given);
+  Binding binding = bind_inputs(op, inputs, device);
+  Device& dev = *binding.device;
+  std::vector<cd_dtype_t> out_dtypes = output_dtypes(op, binding, attrs);
+  const std::vector<cd_dtype_t> sig = kernel_signature(op, binding, out_dtypes);
+
+  // Keep the caller's tensors for a fallback: the rule may replace inputs by views.
+  std::vector<std::vector<Tensor>> original = inputs;
+  ShapeContext ctx(op, inputs, attrs);
+  op.rule(ctx);
+  DispatchResult result;
+  if (ctx.view_result) {
+    result.outputs.push_back(*ctx.view_result);
+    return result;
+  }
+
+  const bool denied = is_denied(dev.type(), op.name);
+  Kernel kernel = denied ? Kernel{} : dev.plugin().kernels().find(op.name, sig);
+  if (kernel.fn == nullptr) {
+    return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
+                                denied ? "the op is denied on " + dev.type() : "no kernel");
+  }
+
+  // Outputs: one per produced shape; a variadic output repeats its dtype.
+  for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
+    const cd_dtype_t dt = out_dtypes[std::min(i, out_dtypes.size() - 1)];
+    result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt));
+  }
+  std::vector<const Tensor*> in_ptrs, out_ptrs;
+  for (const auto& group : inputs) {
+    for (const Tensor& t : group) in_ptrs.push_back(&t);
+  }
+  for (const Tensor& t : result.outputs) out_ptrs.push_back(&t);
+  // A kernel is not launched when every output is empty. It may still see
+  // empty inputs (a sum over a zero-size axis fills its output with 0).
+  const bool all_empty =
+      std::all_of(result.outputs.begin(), result.outputs.end(), [](const Tensor& t) { return t.numel() == 0; });
+  if (!all_empty) {
+    std::vector<Attribute> ordered;
+    for (const AttrSpec& spec : op.attributes) ordered.push_back(attrs.at(spec.name));
+    StreamPtr stream = dev.current_stream();
+    for (const Tensor* t : in_ptrs) t->storage()->record_stream(stream);
+    launch_kernel(*stream, op.name, in_ptrs, out_ptrs, ordered, &sig);
+  }
+  if (ctx.reshape_output) {
+    Tensor& out = result.outputs.front();
+    out = out.as_strided(*ctx.reshape_output, contiguous_strides(*ctx.reshape_output), out.offset());
+  }
+  return result;
+}
+
+void set_fallback_policy(FallbackPolicy policy) { g_policy = static_cast<int>(policy); }
+FallbackPolicy fallback_policy() { return static_cast<FallbackPolicy>(g_policy.load()); }
+
+void set_denied_ops(const std::string& device_type, const std::vector<std::string>& ops) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_denied[device_type] = std::set<std::string>(ops.begin(), ops.end());
+}
+
+std::vector<std::string> denied_ops(const std::string& device_type) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  auto it = g_denied.find(device_type);
+  return it == g_denied.end() ? std::vector<std::string>{} : std::vector<std::string>(it->second.begin(), it->second.end());
+}
+
+std::vector<FallbackRecord> fallback_records() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  std::vector<FallbackRecord> out;
+  for (const auto& entry : g_records) out.push_back(entry.second);
+  return out;
+}
+
+void reset_fallback_records() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_records.clear();
+}
+
+}  // namespace chipdock

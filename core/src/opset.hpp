@@ -1,0 +1,70 @@
+// The opset as the core holds it: specs registered from
+// device_api/opset/opset.yaml (the Python package reads the YAML and
+// registers each op at import), looked up by name on every dispatch.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch.hpp"
+
+namespace chipdock {
+
+enum class AttrKind { Int, Float, Bool, String, Ints, Floats, DType };
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind = AttrKind::Int;
+  bool required = false;
+  Attribute default_value;          // valid unless `required`
+  std::optional<double> min;        // for Int, Float, Ints
+  int64_t length = -1;              // for Ints/Floats: exact length, -1 any
+  std::vector<std::string> choices;  // for String
+};
+
+struct ArgSpec {
+  std::string name;
+  std::string type_var;
+  bool optional = false;
+  bool variadic = false;
+};
+
+struct OpSpec;
+class ShapeContext;
+using ShapeRule = void (*)(ShapeContext& ctx);
+
+struct OpSpec {
+  std::string name;
+  std::vector<ArgSpec> inputs;
+  std::vector<ArgSpec> outputs;
+  std::map<std::string, std::vector<cd_dtype_t>> types;      // type var -> allowed dtypes
+  std::vector<AttrSpec> attributes;
+  std::map<std::string, std::string> output_dtype_from_attr;  // output -> attribute
+  std::string shape_rule;
+  ShapeRule rule = nullptr;
+  bool view = false;
+  bool nonempty = false;
+
+  const AttrSpec* attribute(const std::string& attr) const;
+};
+
+class Opset {
+ public:
+  static Opset& instance();
+  // Adds (or replaces) an op; throws INVALID_ARGUMENT for an unknown shape rule.
+  void add(OpSpec spec);
+  // nullptr when unknown.
+  const OpSpec* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::map<std::string, std::shared_ptr<const OpSpec>> ops_;
+};
+
+// The shape rule registered under `name`, or nullptr.
+ShapeRule find_shape_rule(const std::string& name);
+
+}  // namespace chipdock
