@@ -255,21 +255,27 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   std::vector<cd_dtype_t> out_dtypes = output_dtypes(op, binding, attrs);
   const std::vector<cd_dtype_t> sig = kernel_signature(op, binding, out_dtypes);
 
-  // Keep the caller's tensors for a fallback: the rule may replace inputs by views.
-  std::vector<std::vector<Tensor>> original = inputs;
+  // The kernel is chosen before the shape rule runs, so that a fallback
+  // gets the caller's tensors (the rule may replace inputs by views).
+  Kernel kernel;
+  if (!op.view) {
+    const bool denied = is_denied(dev.type(), op.name);
+    kernel = denied ? Kernel{} : dev.plugin().kernels().find(op.name, sig);
+    if (kernel.fn == nullptr) {
+      // Arguments are checked on the device first: a bad call fails the same way everywhere.
+      ShapeContext check(op, inputs, attrs);
+      std::vector<std::vector<Tensor>> original = inputs;
+      op.rule(check);
+      return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
+                                  denied ? "the op is denied on " + dev.type() : "no kernel");
+    }
+  }
   ShapeContext ctx(op, inputs, attrs);
   op.rule(ctx);
   DispatchResult result;
   if (ctx.view_result) {
     result.outputs.push_back(*ctx.view_result);
     return result;
-  }
-
-  const bool denied = is_denied(dev.type(), op.name);
-  Kernel kernel = denied ? Kernel{} : dev.plugin().kernels().find(op.name, sig);
-  if (kernel.fn == nullptr) {
-    return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
-                                denied ? "the op is denied on " + dev.type() : "no kernel");
   }
 
   // Outputs: one per produced shape; a variadic output repeats its dtype.
@@ -291,7 +297,7 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
     for (const AttrSpec& spec : op.attributes) ordered.push_back(attrs.at(spec.name));
     StreamPtr stream = dev.current_stream();
     for (const Tensor* t : in_ptrs) t->storage()->record_stream(stream);
-    launch_kernel(*stream, op.name, in_ptrs, out_ptrs, ordered, &sig);
+    launch_kernel(*stream, op.name, in_ptrs, out_ptrs, ordered, &sig, &kernel);
   }
   if (ctx.reshape_output) {
     Tensor& out = result.outputs.front();

@@ -72,11 +72,16 @@ Kernel find_kernel(Device& device, const std::string& op, const std::vector<cons
 
 void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
                    const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes,
-                   const std::vector<cd_dtype_t>* signature) {
+                   const std::vector<cd_dtype_t>* signature, const Kernel* resolved) {
   Device& device = stream.device();
-  std::vector<cd_dtype_t> dtypes = signature ? *signature : signature_of(inputs, outputs);
-  Kernel kernel = device.plugin().kernels().find(op, dtypes);
+  Kernel kernel;
+  if (resolved != nullptr) {
+    kernel = *resolved;
+  } else {
+    kernel = device.plugin().kernels().find(op, signature ? *signature : signature_of(inputs, outputs));
+  }
   if (kernel.fn == nullptr) {
+    std::vector<cd_dtype_t> dtypes = signature ? *signature : signature_of(inputs, outputs);
     throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op,
                 "no kernel registered for dtypes " + describe_signature(dtypes));
   }

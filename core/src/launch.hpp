@@ -35,7 +35,7 @@ Kernel find_kernel(Device& device, const std::string& op, const std::vector<cons
 // the plugin's error when the kernel refuses its arguments.
 void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
                    const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes = {},
-                   const std::vector<cd_dtype_t>* signature = nullptr);
+                   const std::vector<cd_dtype_t>* signature = nullptr, const Kernel* resolved = nullptr);
 
 // cd_core_api.workspace_allocate, for the launch behind `ctx`.
 cd_status_t workspace_allocate(const cd_kernel_context* ctx, size_t bytes, void** out) noexcept;

@@ -111,5 +111,24 @@ def doctor(as_json: bool) -> None:
         console.print(f"log[{entry['level']}]: {entry['message']}")
 
 
+@main.group()
+def bench() -> None:
+    """Benchmarks beside PyTorch and NumPy (ratios: higher is better)."""
+
+
+@bench.command("ops")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the results as JSON here.")
+@click.option("--quick", is_flag=True, help="Small sizes, few repeats (a smoke run).")
+def bench_ops(json_path: str | None, quick: bool) -> None:
+    """Op speed: dispatch overhead, elementwise GB/s, matmul/conv GFLOP/s, softmax/layer_norm."""
+    from ._bench_ops import format_table, run, write_json
+
+    report = run(quick=quick)
+    click.echo(format_table(report))
+    if json_path:
+        write_json(report, json_path)
+        click.echo(f"wrote {json_path}")
+
+
 if __name__ == "__main__":
     main()
