@@ -1,0 +1,58 @@
+"""The CPU fallback, end to end: the toy backend has no kernels, so every op
+on a toy device runs on the CPU reference under the fallback policy."""
+
+import pytest
+
+from core_helpers import run_json
+from plugins.build import build_toy_plugin
+
+SCRIPT = """
+import json, warnings, numpy as np, chipdock
+from chipdock import ops
+out = {}
+a = chipdock.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="toy:0")
+b = chipdock.tensor(np.ones(3, dtype=np.float32), device="toy:0")
+chipdock.set_fallback_policy("warn")
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    c = ops.add(a, b)
+    d = a + b
+out["warnings"] = [str(w.message) for w in caught if issubclass(w.category, chipdock.FallbackWarning)]
+out["device"] = str(c.device)
+out["values"] = d.numpy().tolist()
+out["report"] = chipdock.fallback_report()
+chipdock.set_fallback_policy("error")
+try:
+    ops.mul(a, b)
+except chipdock.UnimplementedError as e:
+    out["error"] = str(e)
+chipdock.set_fallback_policy("allow")
+chipdock.deny_ops("toy", ["mul"])
+ops.mul(a, b)
+out["denied"] = [r for r in chipdock.fallback_report() if r["op"] == "mul"]
+try:
+    ops.add(a, chipdock.tensor(np.ones(4, np.float32), device="toy:0"))
+except chipdock.InvalidArgumentError as e:
+    out["bad"] = str(e)
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return build_toy_plugin(tmp_path_factory.mktemp("toy_fallback"), "ok")
+
+
+def test_ops_without_a_kernel_run_on_the_cpu_reference_under_the_policy(toy):
+    out = run_json(SCRIPT, {"CHIPDOCK_PLUGIN_PATH": str(toy)})
+    assert len(out["warnings"]) == 1  # once per (device type, op, dtypes)
+    assert "[toy] add: no kernel for (float32, float32, float32) on toy:0" in out["warnings"][0]
+    assert out["device"] == "toy:0"
+    assert out["values"] == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    add = [r for r in out["report"] if r["op"] == "add"][0]
+    assert add == {"device_type": "toy", "op": "add", "dtypes": "(float32, float32, float32)", "count": 2,
+                   "reason": "no kernel"}
+    assert "[toy] mul: no kernel" in out["error"] and "fallback policy is 'error'" in out["error"]
+    assert out["denied"][0]["reason"] == "the op is denied on toy" and out["denied"][0]["count"] == 1
+    # a bad call fails on the device before any fallback
+    assert "add: b: shapes (2, 3) and (4,) do not broadcast" in out["bad"]
