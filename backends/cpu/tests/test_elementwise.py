@@ -676,3 +676,20 @@ def test_isa_cap_must_be_known():
     code_ = "import chipdock; print(len(chipdock.devices()))"
     proc = subprocess.run([sys.executable, "-c", code_], env=env, capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip().splitlines()[-1] == "0", proc.stdout + proc.stderr
+
+
+def test_float16_conversions_are_exact_for_every_bit_pattern():
+    """float16 loads and stores are integer code (numeric.h), not the compiler's: check all of them."""
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    assert_bits(launch("cast", [h], "float64", {"to": dtype_code("float64")}), h.astype(np.float64))
+    assert_bits(launch("cast", [h], "float32", {"to": dtype_code("float32")}), h.astype(np.float32))
+    rng = np.random.default_rng(5)
+    wide = rng.integers(0, 1 << 32, 1 << 16, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    halfway = (h.astype(np.float32).view(np.uint32) + np.uint32(1 << 12)).view(np.float32)  # ties and neighbours
+    x = np.concatenate([wide, halfway, np.nextafter(halfway, np.float32(np.inf)), np.nextafter(halfway, np.float32(0))])
+    strided = device(np.repeat(x, 2)).as_strided(x.shape, (2,))  # the generic (non-F16C) row
+    with np.errstate(all="ignore"):
+        assert_bits(launch("cast", [strided], "float16", {"to": dtype_code("float16")}), x.astype(np.float16))
+        d = np.concatenate([rng.standard_normal(1 << 14) * 10.0 ** rng.integers(-9, 6, 1 << 14), f64(halfway)])
+        d[: 1 << 12] += np.ldexp(1.0, -40)  # just off the float32 grid: double rounding would show
+        assert_bits(launch("cast", [d], "float16", {"to": dtype_code("float16")}), d.astype(np.float16))

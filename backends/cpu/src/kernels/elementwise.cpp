@@ -33,23 +33,24 @@ struct Task {
 // Elements [begin, end) of the loop in C order: a partial first row, whole
 // rows, a partial last row.
 void run_range(const Loop& loop, RowFn row, const Params& params, int64_t begin, int64_t end) {
+  const Dim* dims = loop.dims();
   const int32_t k_end = loop.operands;
   const int32_t last = loop.ndim - 1;
-  const int64_t* inner = loop.strides[last];
+  const int64_t* inner = dims[last].stride;
   char* ptrs[kMaxOperands];
   int64_t index[kMaxDims];
   int64_t rest = begin;
   for (int32_t d = last; d >= 0; --d) {
-    index[d] = rest % loop.shape[d];
-    rest /= loop.shape[d];
+    index[d] = rest % dims[d].size;
+    rest /= dims[d].size;
   }
   for (int32_t k = 0; k < k_end; ++k) {
     ptrs[k] = loop.base[k];
-    for (int32_t d = 0; d <= last; ++d) ptrs[k] += index[d] * loop.strides[d][k];
+    for (int32_t d = 0; d <= last; ++d) ptrs[k] += index[d] * dims[d].stride[k];
   }
   int64_t left = end - begin;
   for (;;) {
-    const int64_t in_row = loop.shape[last] - index[last];
+    const int64_t in_row = dims[last].size - index[last];
     const int64_t n = in_row < left ? in_row : left;
     row(ptrs, inner, n, params);
     left -= n;
@@ -58,9 +59,9 @@ void run_range(const Loop& loop, RowFn row, const Params& params, int64_t begin,
     for (int32_t k = 0; k < k_end; ++k) ptrs[k] -= index[last] * inner[k];
     index[last] = 0;
     for (int32_t d = last - 1; d >= 0; --d) {
-      for (int32_t k = 0; k < k_end; ++k) ptrs[k] += loop.strides[d][k];
-      if (++index[d] < loop.shape[d]) break;
-      for (int32_t k = 0; k < k_end; ++k) ptrs[k] -= loop.strides[d][k] * loop.shape[d];
+      for (int32_t k = 0; k < k_end; ++k) ptrs[k] += dims[d].stride[k];
+      if (++index[d] < dims[d].size) break;
+      for (int32_t k = 0; k < k_end; ++k) ptrs[k] -= dims[d].stride[k] * dims[d].size;
       index[d] = 0;
     }
   }
@@ -103,6 +104,8 @@ Loop make_loop(const HostTensor* const* ops, int32_t count) {
   loop.operands = count;
   loop.numel = out.numel;
   for (int32_t k = 0; k < kMaxOperands; ++k) loop.base[k] = k < count ? ops[k]->origin : nullptr;
+  loop.reserve(out.shape.size());
+  Dim* dims = loop.dims();
   int32_t m = 0;
   for (size_t d = 0; d < out.shape.size(); ++d) {
     const int64_t n = out.shape[d];
@@ -111,20 +114,18 @@ Loop make_loop(const HostTensor* const* ops, int32_t count) {
       fail(CD_STATUS_INVALID_ARGUMENT, "output has stride 0 in dim %zu (a broadcast view "
            "cannot be written)", d);
     }
-    int64_t bytes[kMaxOperands] = {0, 0, 0, 0};
+    Dim dim{n, {0, 0, 0, 0}};
     bool merges = m > 0;
     for (int32_t k = 0; k < count; ++k) {
-      bytes[k] = ops[k]->strides[d] * static_cast<int64_t>(ops[k]->itemsize);
-      merges = merges && loop.strides[m - 1][k] == bytes[k] * n;
+      dim.stride[k] = ops[k]->strides[d] * static_cast<int64_t>(ops[k]->itemsize);
+      merges = merges && dims[m - 1].stride[k] == dim.stride[k] * n;
     }
     if (merges) {  // the outer dim steps exactly over this one in every operand
-      loop.shape[m - 1] *= n;
-      for (int32_t k = 0; k < kMaxOperands; ++k) loop.strides[m - 1][k] = bytes[k];
-      continue;
+      dim.size *= dims[m - 1].size;
+    } else {
+      ++m;
     }
-    loop.shape[m] = n;
-    for (int32_t k = 0; k < kMaxOperands; ++k) loop.strides[m][k] = bytes[k];
-    ++m;
+    dims[m - 1] = dim;
   }
   loop.ndim = m;
   return loop;

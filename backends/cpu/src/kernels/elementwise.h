@@ -24,6 +24,8 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "chipdock/cd_kernel.h"
 #include "../error.h"
@@ -38,6 +40,12 @@ namespace elementwise {
 
 constexpr int kMaxOperands = 4;  // where: 3 inputs and the output
 
+// float16 as elementwise rows hold it: the bits, like bfloat16_t, because
+// GCC vectorizes loops over _Float16 arrays badly (see numeric.h).
+struct half_t {
+  uint16_t bits;
+};
+
 // Scalar attributes of an op, resolved before the work is enqueued.
 struct Params {
   double a = 0.0;  // leaky_relu alpha; clip min
@@ -48,14 +56,33 @@ struct Params {
 // output first. Runs on a stream worker or an OpenMP thread.
 using RowFn = void (*)(char* const* ptrs, const int64_t* strides, int64_t n, const Params& p);
 
-// The coalesced iteration space of one call.
-struct Loop {
-  int32_t operands = 0;                    // output + inputs
-  int32_t ndim = 0;                        // 0: a single element
+// One dimension of a loop: its size and each operand's stride in bytes.
+struct Dim {
+  int64_t size;
+  int64_t stride[kMaxOperands];
+};
+
+// The coalesced iteration space of one call. Small enough to travel to the
+// stream's worker cheaply: up to kInlineDims dims live inline (coalescing
+// rarely leaves more), the rest on the heap.
+class Loop {
+ public:
+  static constexpr int32_t kInlineDims = 6;
+
+  int32_t operands = 0;       // output + inputs
+  int32_t ndim = 0;           // 0: a single element
   int64_t numel = 1;
-  int64_t shape[kMaxDims];                 // outermost first
-  int64_t strides[kMaxDims][kMaxOperands]; // bytes, [dim][operand]
-  char* base[kMaxOperands];                // host address of element (0, ..., 0)
+  char* base[kMaxOperands];   // host address of element (0, ..., 0) per operand
+
+  Dim* dims() { return heap_.empty() ? inline_ : heap_.data(); }  // outermost first
+  const Dim* dims() const { return heap_.empty() ? inline_ : heap_.data(); }
+  void reserve(size_t n) {
+    if (n > static_cast<size_t>(kInlineDims)) heap_.resize(n);
+  }
+
+ private:
+  Dim inline_[kInlineDims];
+  std::vector<Dim> heap_;
 };
 
 // The loop over `ops` (ops[0] the output). Throws INVALID_ARGUMENT unless
@@ -122,7 +149,7 @@ void register_group(cd_kernel_registry* registry, const char* op, cd_kernel_fn f
 
 // --- row functions -------------------------------------------------------------------------
 
-#define CD_EW_INLINE inline __attribute__((always_inline))
+#define CD_EW_INLINE CD_ALWAYS_INLINE  // row bodies and op functors (numeric.h)
 
 template <class Op, class Out, class A>
 CD_EW_INLINE void unary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
@@ -246,6 +273,24 @@ RowFn ternary_row() {
 
 // --- picking rows and defining kernels ---------------------------------------------------
 
+// Calls fn(T{}) with T the storage type elementwise rows use for `dtype`:
+// numeric.h's dispatch_dtype, with half_t for float16.
+template <class F> bool dispatch(cd_dtype_t dtype, F&& fn) {
+  switch (dtype) {
+    case CD_DTYPE_FLOAT32: fn(float{}); return true;
+    case CD_DTYPE_FLOAT16: fn(half_t{}); return true;
+    case CD_DTYPE_BFLOAT16: fn(bfloat16_t{}); return true;
+    case CD_DTYPE_FLOAT64: fn(double{}); return true;
+    case CD_DTYPE_INT8: fn(int8_t{}); return true;
+    case CD_DTYPE_INT16: fn(int16_t{}); return true;
+    case CD_DTYPE_INT32: fn(int32_t{}); return true;
+    case CD_DTYPE_INT64: fn(int64_t{}); return true;
+    case CD_DTYPE_UINT8: fn(uint8_t{}); return true;
+    case CD_DTYPE_BOOL: fn(bool{}); return true;
+    default: return false;
+  }
+}
+
 // The plan for an op whose inputs and output all have one dtype (dtypes[0]
 // .. dtypes[arity]); Op<T>::enabled says which dtypes it has.
 template <template <class> class Op, int32_t Arity>
@@ -256,7 +301,7 @@ Plan same_dtype_plan(const cd_dtype_t* dtypes, int64_t grain, const Params& para
   for (int32_t i = 1; i <= Arity; ++i) {
     if (dtypes[i] != dtypes[0]) return plan;
   }
-  dispatch_dtype(dtypes[0], [&](auto tag) {
+  dispatch(dtypes[0], [&](auto tag) {
     using T = decltype(tag);
     if constexpr (Op<T>::enabled) {
       if constexpr (Arity == 1) plan.row = unary_row<Op<T>, T, T>();
@@ -276,26 +321,39 @@ Plan same_dtype_plan(const cd_dtype_t* dtypes, int64_t grain, const Params& para
 // --- arithmetic helpers ops share -------------------------------------------------------
 
 // Two's-complement wrap-around for integers (signed overflow is undefined in C++).
-template <class T> inline T wrap_add(T a, T b) {
+template <class T> CD_ALWAYS_INLINE T wrap_add(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
 }
-template <class T> inline T wrap_sub(T a, T b) {
+template <class T> CD_ALWAYS_INLINE T wrap_sub(T a, T b) {
   using U = std::make_unsigned_t<T>;
   return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
 }
-template <class T> inline T wrap_mul(T a, T b) {
+template <class T> CD_ALWAYS_INLINE T wrap_mul(T a, T b) {
   using U = std::make_unsigned_t<T>;
   // Through unsigned int at least: uint16 * uint16 would promote to (signed) int.
   using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
   return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
                                        static_cast<W>(static_cast<U>(b))));
 }
-template <class T> inline T wrap_neg(T a) { return wrap_sub(T{0}, a); }
+template <class T> CD_ALWAYS_INLINE T wrap_neg(T a) { return wrap_sub(T{0}, a); }
 
-template <class T> inline bool is_nan(T v) { return v != v; }
+template <class T> CD_ALWAYS_INLINE bool is_nan(T v) { return v != v; }
 
 }  // namespace elementwise
+
+// half_t in numeric.h's vocabulary: a float computed in float32.
+template <> struct compute_type<elementwise::half_t> { using type = float; };
+template <> constexpr bool is_floating_v<elementwise::half_t> = true;
+template <> CD_ALWAYS_INLINE float load<elementwise::half_t>(const elementwise::half_t& v) {
+  return f16_bits_to_float(v.bits);
+}
+template <> CD_ALWAYS_INLINE elementwise::half_t store<elementwise::half_t, float>(float v) {
+  return {float_to_f16_bits(v)};
+}
+template <> CD_ALWAYS_INLINE elementwise::half_t store<elementwise::half_t, double>(double v) {
+  return {float_to_f16_bits(round_to_odd(v))};
+}
 
 // --- one per kernel file (called by register_elementwise in elementwise.cpp) ---------------
 void register_elementwise_unary(cd_kernel_registry* registry);    // elementwise_unary.cpp

@@ -21,7 +21,7 @@ template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
   template <class T> struct NAME {                                   \
     static constexpr bool enabled = kIsNumeric<T>;                   \
     explicit NAME(const Params& /*p*/) {}                            \
-    T operator()(T a, T b) const {                                   \
+    CD_EW_INLINE T operator()(T a, T b) const {                                   \
       if constexpr (is_floating_v<T>) {                              \
         const auto x = load(a), y = load(b);                         \
         return store<T>(FLOAT_EXPR);                                 \
@@ -39,7 +39,7 @@ CD_EW_ARITH(Mul, x * y, wrap_mul(a, b))
 template <class T> struct Div {
   static constexpr bool enabled = kIsNumeric<T>;
   explicit Div(const Params& /*p*/) {}
-  T operator()(T a, T b) const {
+  CD_EW_INLINE T operator()(T a, T b) const {
     if constexpr (is_floating_v<T>) {
       return store<T>(load(a) / load(b));
     } else {
@@ -55,13 +55,13 @@ template <class T> struct Div {
 template <class T> struct Pow {
   static constexpr bool enabled = is_floating_v<T>;
   explicit Pow(const Params& /*p*/) {}
-  T operator()(T a, T b) const { return store<T>(std::pow(load(a), load(b))); }
+  CD_EW_INLINE T operator()(T a, T b) const { return store<T>(std::pow(load(a), load(b))); }
 };
 
 template <class T> struct Maximum {
   static constexpr bool enabled = kIsNumeric<T>;
   explicit Maximum(const Params& /*p*/) {}
-  T operator()(T a, T b) const {
+  CD_EW_INLINE T operator()(T a, T b) const {
     if constexpr (is_floating_v<T>) {
       const auto x = load(a), y = load(b);
       return (x > y || is_nan(x)) ? a : b;
@@ -74,7 +74,7 @@ template <class T> struct Maximum {
 template <class T> struct Minimum {
   static constexpr bool enabled = kIsNumeric<T>;
   explicit Minimum(const Params& /*p*/) {}
-  T operator()(T a, T b) const {
+  CD_EW_INLINE T operator()(T a, T b) const {
     if constexpr (is_floating_v<T>) {
       const auto x = load(a), y = load(b);
       return (x < y || is_nan(x)) ? a : b;
@@ -87,13 +87,13 @@ template <class T> struct Minimum {
 template <class T> struct LogicalAnd {
   static constexpr bool enabled = std::is_same_v<T, bool>;
   explicit LogicalAnd(const Params& /*p*/) {}
-  bool operator()(bool a, bool b) const { return a && b; }
+  CD_EW_INLINE bool operator()(bool a, bool b) const { return a && b; }
 };
 
 template <class T> struct LogicalOr {
   static constexpr bool enabled = std::is_same_v<T, bool>;
   explicit LogicalOr(const Params& /*p*/) {}
-  bool operator()(bool a, bool b) const { return a || b; }
+  CD_EW_INLINE bool operator()(bool a, bool b) const { return a || b; }
 };
 
 template <template <class> class Op, int64_t Grain>

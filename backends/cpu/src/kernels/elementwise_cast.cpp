@@ -23,7 +23,7 @@ using namespace elementwise;
 
 template <class Out, class In> struct Cast {
   explicit Cast(const Params& /*p*/) {}
-  Out operator()(In x) const {
+  CD_EW_INLINE Out operator()(In x) const {
     if constexpr (std::is_same_v<Out, In>) {
       return x;
     } else if constexpr (std::is_same_v<Out, bool>) {
@@ -71,7 +71,7 @@ CD_TARGET_AVX2 void f32_to_f16_avx2(char* const* p, const int64_t* s, int64_t n,
     }
   }
   char* rest[2] = {p[0] + i * s[0], p[1] + i * s[1]};
-  unary_body<Cast<float16_t, float>, float16_t, float>(rest, s, n - i, prm);
+  unary_body<Cast<half_t, float>, half_t, float>(rest, s, n - i, prm);
 }
 
 CD_TARGET_AVX512 void f32_to_f16_avx512(char* const* p, const int64_t* s, int64_t n,
@@ -85,7 +85,7 @@ CD_TARGET_AVX512 void f32_to_f16_avx512(char* const* p, const int64_t* s, int64_
     }
   }
   char* rest[2] = {p[0] + i * s[0], p[1] + i * s[1]};
-  unary_body<Cast<float16_t, float>, float16_t, float>(rest, s, n - i, prm);
+  unary_body<Cast<half_t, float>, half_t, float>(rest, s, n - i, prm);
 }
 
 CD_TARGET_AVX2 void f16_to_f32_avx2(char* const* p, const int64_t* s, int64_t n,
@@ -97,7 +97,7 @@ CD_TARGET_AVX2 void f16_to_f32_avx2(char* const* p, const int64_t* s, int64_t n,
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(in + i / 8)));
   }
   char* rest[2] = {p[0] + i * s[0], p[1] + i * s[1]};
-  unary_body<Cast<float, float16_t>, float, float16_t>(rest, s, n - i, prm);
+  unary_body<Cast<float, half_t>, float, half_t>(rest, s, n - i, prm);
 }
 
 CD_TARGET_AVX512 void f16_to_f32_avx512(char* const* p, const int64_t* s, int64_t n,
@@ -109,7 +109,7 @@ CD_TARGET_AVX512 void f16_to_f32_avx512(char* const* p, const int64_t* s, int64_
     for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_maskz_cvtph_ps(0xffff, _mm256_loadu_si256(in + i / 16)));
   }
   char* rest[2] = {p[0] + i * s[0], p[1] + i * s[1]};
-  unary_body<Cast<float, float16_t>, float, float16_t>(rest, s, n - i, prm);
+  unary_body<Cast<float, half_t>, float, half_t>(rest, s, n - i, prm);
 }
 #endif
 
@@ -141,9 +141,9 @@ Plan cast_plan(const cd_kernel_context* ctx, const cd_dtype_t* dtypes) {
   Plan plan;
   plan.row = f16c_row(dtypes[0], dtypes[1]);
   if (plan.row != nullptr) return plan;
-  dispatch_dtype(dtypes[0], [&](auto in_tag) {
+  dispatch(dtypes[0], [&](auto in_tag) {
     using In = decltype(in_tag);
-    dispatch_dtype(dtypes[1], [&](auto out_tag) {
+    dispatch(dtypes[1], [&](auto out_tag) {
       using Out = decltype(out_tag);
       plan.row = unary_row<Cast<Out, In>, Out, In>();
     });

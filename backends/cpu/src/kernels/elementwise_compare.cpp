@@ -9,7 +9,7 @@ namespace {
 using namespace elementwise;
 
 // Loads floats (float16/bfloat16 widen exactly) and leaves the rest alone.
-template <class T> inline auto value(T v) {
+template <class T> CD_EW_INLINE auto value(T v) {
   if constexpr (is_floating_v<T>) {
     return load(v);
   } else {
@@ -21,7 +21,7 @@ template <class T> inline auto value(T v) {
   template <class T> struct NAME {                                              \
     static constexpr bool enabled = WITH_BOOL || !std::is_same_v<T, bool>;      \
     explicit NAME(const Params& /*p*/) {}                                       \
-    bool operator()(T a, T b) const { return value(a) OP value(b); }            \
+    CD_EW_INLINE bool operator()(T a, T b) const { return value(a) OP value(b); }            \
   };
 
 CD_EW_COMPARE(Eq, ==, true)
@@ -36,7 +36,7 @@ template <template <class> class Op>
 Plan compare_plan(const cd_kernel_context* /*ctx*/, const cd_dtype_t* dtypes) {
   Plan plan;
   if (dtypes[0] != dtypes[1] || dtypes[2] != CD_DTYPE_BOOL) return plan;
-  dispatch_dtype(dtypes[0], [&](auto tag) {
+  dispatch(dtypes[0], [&](auto tag) {
     using T = decltype(tag);
     if constexpr (Op<T>::enabled) plan.row = binary_row<Op<T>, bool, T, T>();
   });
@@ -45,7 +45,7 @@ Plan compare_plan(const cd_kernel_context* /*ctx*/, const cd_dtype_t* dtypes) {
 
 template <class T> struct Where {
   explicit Where(const Params& /*p*/) {}
-  T operator()(bool c, T a, T b) const { return c ? a : b; }
+  CD_EW_INLINE T operator()(bool c, T a, T b) const { return c ? a : b; }
 };
 
 Plan where_plan(const cd_kernel_context* /*ctx*/, const cd_dtype_t* dtypes) {

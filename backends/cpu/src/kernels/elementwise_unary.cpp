@@ -30,40 +30,40 @@ template <class T, class F, class C = compute_t<T>>
 struct FloatMap {
   static constexpr bool enabled = is_floating_v<T>;
   explicit FloatMap(const Params& /*p*/) {}
-  T operator()(T x) const { return store<T>(F::f(static_cast<C>(load(x)))); }
+  CD_EW_INLINE T operator()(T x) const { return store<T>(F::f(static_cast<C>(load(x)))); }
 };
 
-template <class W> inline W sigmoid(W x) {
+template <class W> CD_EW_INLINE W sigmoid(W x) {
   if (x >= 0) return W{1} / (W{1} + std::exp(-x));
   const W e = std::exp(x);  // NaN lands here and stays NaN
   return e / (W{1} + e);
 }
 
 // x * p where p -> 0 as x -> -inf: the limit, not -inf * 0.
-template <class W> inline W times_vanishing(W x, W p) {
+template <class W> CD_EW_INLINE W times_vanishing(W x, W p) {
   return p == W{0} ? std::copysign(W{0}, x) : x * p;
 }
 
-struct ExpF { template <class C> static C f(C x) { return std::exp(x); } };
-struct LogF { template <class C> static C f(C x) { return std::log(x); } };
-struct SqrtF { template <class C> static C f(C x) { return std::sqrt(x); } };
-struct SinF { template <class C> static C f(C x) { return std::sin(x); } };
-struct CosF { template <class C> static C f(C x) { return std::cos(x); } };
-struct TanhF { template <class C> static C f(C x) { return std::tanh(x); } };
-struct ErfF { template <class C> static C f(C x) { return std::erf(x); } };
-struct RsqrtF { static double f(double x) { return 1.0 / std::sqrt(x); } };
-struct SigmoidF { static double f(double x) { return sigmoid(x); } };
-struct SiluF { static double f(double x) { return times_vanishing(x, sigmoid(x)); } };
+struct ExpF { template <class C> CD_EW_INLINE static C f(C x) { return std::exp(x); } };
+struct LogF { template <class C> CD_EW_INLINE static C f(C x) { return std::log(x); } };
+struct SqrtF { template <class C> CD_EW_INLINE static C f(C x) { return std::sqrt(x); } };
+struct SinF { template <class C> CD_EW_INLINE static C f(C x) { return std::sin(x); } };
+struct CosF { template <class C> CD_EW_INLINE static C f(C x) { return std::cos(x); } };
+struct TanhF { template <class C> CD_EW_INLINE static C f(C x) { return std::tanh(x); } };
+struct ErfF { template <class C> CD_EW_INLINE static C f(C x) { return std::erf(x); } };
+struct RsqrtF { CD_EW_INLINE static double f(double x) { return 1.0 / std::sqrt(x); } };
+struct SigmoidF { CD_EW_INLINE static double f(double x) { return sigmoid(x); } };
+struct SiluF { CD_EW_INLINE static double f(double x) { return times_vanishing(x, sigmoid(x)); } };
 // gelu's tails are ill-conditioned in the argument (erfc(t) and e^2u change
 // by ~t^2 ulp per ulp of t), so float64 computes them in long double.
 struct GeluF {
-  template <class W> static W f(W x) {
+  template <class W> CD_EW_INLINE static W f(W x) {
     const W kSqrtHalf = 0.707106781186547524400844362104849039L;
     return times_vanishing(x, W{0.5} * std::erfc(-x * kSqrtHalf));
   }
 };
 struct GeluTanhF {  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
-  template <class W> static W f(W x) {
+  template <class W> CD_EW_INLINE static W f(W x) {
     const W kSqrt2OverPi = 0.797884560802865355879892119868763737L;
     const W u = kSqrt2OverPi * (x + W{0.044715} * x * x * x);
     return times_vanishing(x, sigmoid(W{2} * u));
@@ -87,7 +87,7 @@ template <class T> using GeluTanh = FloatMap<T, GeluTanhF, gelu_t<T>>;
 template <class T> struct Neg {
   static constexpr bool enabled = kIsSignedNumeric<T>;
   explicit Neg(const Params& /*p*/) {}
-  T operator()(T x) const {
+  CD_EW_INLINE T operator()(T x) const {
     if constexpr (is_floating_v<T>) {
       return store<T>(-load(x));
     } else {
@@ -99,7 +99,7 @@ template <class T> struct Neg {
 template <class T> struct Abs {
   static constexpr bool enabled = kIsNumeric<T>;
   explicit Abs(const Params& /*p*/) {}
-  T operator()(T x) const {
+  CD_EW_INLINE T operator()(T x) const {
     if constexpr (is_floating_v<T>) {
       return store<T>(std::fabs(load(x)));
     } else if constexpr (std::is_signed_v<T>) {
@@ -114,7 +114,7 @@ template <class T> struct Abs {
 template <class T> struct Relu {
   static constexpr bool enabled = kIsSignedNumeric<T>;
   explicit Relu(const Params& /*p*/) {}
-  T operator()(T x) const {
+  CD_EW_INLINE T operator()(T x) const {
     if constexpr (is_floating_v<T>) {
       const auto v = load(x);
       return (v > 0 || is_nan(v)) ? x : store<T>(compute_t<T>{0});
@@ -127,7 +127,7 @@ template <class T> struct Relu {
 template <class T> struct LeakyRelu {
   static constexpr bool enabled = is_floating_v<T>;
   explicit LeakyRelu(const Params& p) : alpha(p.a) {}
-  T operator()(T x) const {
+  CD_EW_INLINE T operator()(T x) const {
     const double v = static_cast<double>(load(x));
     return v >= 0 ? x : store<T>(alpha * v);
   }
@@ -158,7 +158,7 @@ template <class T> struct Clip {
       hi = int_bound<T>(p.b, false);
     }
   }
-  T operator()(T x) const {
+  CD_EW_INLINE T operator()(T x) const {
     if constexpr (is_floating_v<T>) {
       auto v = load(x);
       v = v < lo ? lo : v;
@@ -175,7 +175,7 @@ template <class T> struct Clip {
 template <class T> struct LogicalNot {
   static constexpr bool enabled = std::is_same_v<T, bool>;
   explicit LogicalNot(const Params& /*p*/) {}
-  bool operator()(bool x) const { return !x; }
+  CD_EW_INLINE bool operator()(bool x) const { return !x; }
 };
 
 template <template <class> class Op, int64_t Grain>
