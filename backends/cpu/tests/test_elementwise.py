@@ -693,3 +693,49 @@ def test_float16_conversions_are_exact_for_every_bit_pattern():
         d = np.concatenate([rng.standard_normal(1 << 14) * 10.0 ** rng.integers(-9, 6, 1 << 14), f64(halfway)])
         d[: 1 << 12] += np.ldexp(1.0, -40)  # just off the float32 grid: double rounding would show
         assert_bits(launch("cast", [d], "float16", {"to": dtype_code("float16")}), d.astype(np.float16))
+
+
+def _wide(rng: np.random.Generator, n: int, lo_exp: int, hi_exp: int, signed: bool = True) -> np.ndarray:
+    """n values spread over magnitudes 2^lo_exp .. 2^hi_exp (log-uniform)."""
+    m = rng.uniform(1, 2, n) * np.ldexp(1.0, rng.integers(lo_exp, hi_exp, n))
+    return m * rng.choice([-1.0, 1.0], n) if signed else m
+
+
+DENSE = {  # op: (oracle, domain sampler)
+    "exp": (np.exp, lambda r, n: np.concatenate([r.uniform(-104, 89, n), _wide(r, n, -30, 6)])),
+    "log": (np.log, lambda r, n: np.concatenate([_wide(r, n, -149, 127, False), r.uniform(0.5, 2, n)])),
+    "sin": (np.sin, lambda r, n: np.concatenate([r.uniform(-10, 10, n), _wide(r, n, -30, 22), [1e10, 3e38, -1e30]])),
+    "cos": (np.cos, lambda r, n: np.concatenate([r.uniform(-10, 10, n), _wide(r, n, -30, 22), [1e10, 3e38, -1e30]])),
+    "tanh": (np.tanh, lambda r, n: np.concatenate([r.uniform(-10, 10, n), _wide(r, n, -40, 5)])),
+    "erf": (erf, lambda r, n: np.concatenate([r.uniform(-6, 6, n), _wide(r, n, -40, 3)])),
+    "sigmoid": (sigmoid64, lambda r, n: np.concatenate([r.uniform(-110, 110, n), _wide(r, n, -40, 7)])),
+    "silu": (lambda x: vanishing(x, sigmoid64(x)), lambda r, n: np.concatenate([r.uniform(-110, 110, n)])),
+    "gelu": (lambda x: vanishing(x, 0.5 * erfc(-x / math.sqrt(2))), lambda r, n: r.uniform(-15, 15, n)),
+}
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", sorted(DENSE))
+def test_vector_math_is_nearly_correctly_rounded(op, name):
+    """The float64 vector math of the 32/16-bit floats (elementwise_math.h), densely, over their whole range."""
+    fn, domain = DENSE[op]
+    rng = np.random.default_rng(42)
+    with np.errstate(all="ignore"):
+        x = domain(rng, 1 << 14).astype(np_dtype(name))
+        want = fn(f64(x))
+    err = ulps(launch(op, [x], name), want, name)
+    assert err.max() <= min(2.0, ulp_bound(op, name)), (op, name, float(err.max()))
+    if op != "gelu":  # gelu goes through erfcc (1.2e-7 relative): often 1 ulp off, never more than 2
+        assert (err > 0.5).mean() < 0.01
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_pow_vector_path_and_libm_patches(name):
+    rng = np.random.default_rng(3)
+    special = [-2.0, -2.0, 0.0, -0.0, np.inf, np.nan, 1.0]
+    a = np.concatenate([rng.uniform(0, 10, 4096), _wide(rng, 4096, -20, 10, False), special])
+    b = np.concatenate([rng.uniform(-30, 30, 8192), [3.0, 0.5, -1.0, -3.0, -0.5, 0.0, np.nan]])
+    a, b = a.astype(np_dtype(name)), b.astype(np_dtype(name))
+    with np.errstate(all="ignore"):
+        want = np.power(f64(a), f64(b))
+    assert_ulps(launch("pow", [a, b], name), want, name, 1.0, a)

@@ -2,19 +2,22 @@
 // the float math exp, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, gelu,
 // silu.
 //
-// float16 and bfloat16 compute in float32 and round once. The math of
-// exp/log/sqrt/sin/cos/tanh/erf runs in the dtype's compute type (libm's
-// float functions for float32, within 1-2 ulp); rsqrt, sigmoid, silu, gelu
-// and leaky_relu run in float64 for every float dtype, which leaves only the
-// final rounding for the 32- and 16-bit types. sigmoid and the tanh gelu use
-// the form that does not cancel for large |x| (e^x / (1 + e^x) below 0), and
-// the exact gelu is x * erfc(-x / sqrt 2) / 2; at -inf, gelu and silu give
-// their limit -0 (not -inf * 0). float64 gelu runs in long double.
+// float16 and bfloat16 compute in float32 or float64 and round once.
+// float32/float16/bfloat16: exp, log, sin, cos, tanh, erf, sigmoid, silu and
+// gelu run in float64 with the vectorizable functions of elementwise_math.h
+// (sin/cos of |x| >= 1e6 through libm); sqrt and rsqrt (1/sqrt(x), two
+// correctly rounded steps) in float32; leaky_relu in float64.
+// float64: libm, and long double for gelu, whose tails amplify the rounding
+// of the argument. sigmoid and the tanh gelu use forms that do not cancel
+// for large |x| (e^x / (1 + e^x) below 0; x * sigmoid(2u)); the exact gelu
+// is x * erfc(-x / sqrt 2) / 2; at -inf, gelu and silu give their limit -0
+// (not -inf * 0).
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "elementwise.h"
+#include "elementwise_math.h"
 
 namespace chipdock_cpu {
 namespace {
@@ -25,12 +28,32 @@ template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
 template <class T> constexpr bool kIsSignedNumeric =
     is_floating_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>);
 
-// y = store(F(x)) with x loaded into C (the dtype's compute type unless given).
-template <class T, class F, class C = compute_t<T>>
+// float64 rows call F::f (libm, or long double, in W); the 32- and 16-bit
+// float rows call F::fast when F has it (float64 math that vectorizes,
+// elementwise_math.h) and else F::f in their compute type. F::outside and
+// F::f patch what F::fast cannot do (see has_fixup in elementwise.h).
+template <class F, class = void> struct has_fast : std::false_type {};
+template <class F> struct has_fast<F, std::void_t<decltype(&F::fast)>> : std::true_type {};
+template <class F, class = void> struct has_outside : std::false_type {};
+template <class F> struct has_outside<F, std::void_t<decltype(&F::outside)>> : std::true_type {};
+
+template <class T, class F, class W = double>
 struct FloatMap {
   static constexpr bool enabled = is_floating_v<T>;
+  static constexpr bool kFast = !std::is_same_v<T, double> && has_fast<F>::value;
+  static constexpr bool kFixup = kFast && has_outside<F>::value;
   explicit FloatMap(const Params& /*p*/) {}
-  CD_EW_INLINE T operator()(T x) const { return store<T>(F::f(static_cast<C>(load(x)))); }
+  CD_EW_INLINE T operator()(T x) const {
+    if constexpr (std::is_same_v<T, double>) {
+      return store<T>(F::f(static_cast<W>(x)));
+    } else if constexpr (kFast) {
+      return store<T>(F::fast(static_cast<double>(load(x))));
+    } else {
+      return store<T>(F::f(load(x)));
+    }
+  }
+  bool outside(T x) const { return F::outside(static_cast<double>(load(x))); }
+  T slow(T x) const { return store<T>(F::f(static_cast<double>(load(x)))); }
 };
 
 template <class W> CD_EW_INLINE W sigmoid(W x) {
@@ -43,23 +66,63 @@ template <class W> CD_EW_INLINE W sigmoid(W x) {
 template <class W> CD_EW_INLINE W times_vanishing(W x, W p) {
   return p == W{0} ? std::copysign(W{0}, x) : x * p;
 }
+CD_EW_INLINE double times_vanishing_fast(double x, double p) {
+  return p == 0.0 ? vmath::copysign(0.0, x) : x * p;
+}
 
-struct ExpF { template <class C> CD_EW_INLINE static C f(C x) { return std::exp(x); } };
-struct LogF { template <class C> CD_EW_INLINE static C f(C x) { return std::log(x); } };
+// Beyond this |x| the vector reduction of sin/cos is not exact: libm.
+CD_EW_INLINE bool trig_outside(double x) {
+  const double a = vmath::fabs(x);
+  return a >= vmath::kTrigReduceMax && a != std::numeric_limits<double>::infinity();
+}
+
+struct ExpF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::exp(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::exp(x); }
+};
+struct LogF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::log(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::log(x); }
+};
 struct SqrtF { template <class C> CD_EW_INLINE static C f(C x) { return std::sqrt(x); } };
-struct SinF { template <class C> CD_EW_INLINE static C f(C x) { return std::sin(x); } };
-struct CosF { template <class C> CD_EW_INLINE static C f(C x) { return std::cos(x); } };
-struct TanhF { template <class C> CD_EW_INLINE static C f(C x) { return std::tanh(x); } };
-struct ErfF { template <class C> CD_EW_INLINE static C f(C x) { return std::erf(x); } };
-struct RsqrtF { CD_EW_INLINE static double f(double x) { return 1.0 / std::sqrt(x); } };
-struct SigmoidF { CD_EW_INLINE static double f(double x) { return sigmoid(x); } };
-struct SiluF { CD_EW_INLINE static double f(double x) { return times_vanishing(x, sigmoid(x)); } };
+struct RsqrtF { template <class C> CD_EW_INLINE static C f(C x) { return C{1} / std::sqrt(x); } };
+struct SinF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::sin(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::sin_cos(x, false); }
+  static bool outside(double x) { return trig_outside(x); }
+};
+struct CosF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::cos(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::sin_cos(x, true); }
+  static bool outside(double x) { return trig_outside(x); }
+};
+struct TanhF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::tanh(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::tanh(x); }
+};
+struct ErfF {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::erf(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::erf(x); }
+};
+struct SigmoidF {
+  CD_EW_INLINE static double f(double x) { return sigmoid(x); }
+  CD_EW_INLINE static double fast(double x) { return vmath::sigmoid(x); }
+};
+struct SiluF {
+  CD_EW_INLINE static double f(double x) { return times_vanishing(x, sigmoid(x)); }
+  CD_EW_INLINE static double fast(double x) { return times_vanishing_fast(x, vmath::sigmoid(x)); }
+};
 // gelu's tails are ill-conditioned in the argument (erfc(t) and e^2u change
 // by ~t^2 ulp per ulp of t), so float64 computes them in long double.
 struct GeluF {
   template <class W> CD_EW_INLINE static W f(W x) {
     const W kSqrtHalf = 0.707106781186547524400844362104849039L;
     return times_vanishing(x, W{0.5} * std::erfc(-x * kSqrtHalf));
+  }
+  CD_EW_INLINE static double fast(double x) {  // Phi(x) = erfc(-x / sqrt 2) / 2
+    const double half_erfc = 0.5 * vmath::erfc_nonneg(vmath::fabs(x) * 0.70710678118654752440);
+    const double phi = x >= 0.0 ? 1.0 - half_erfc : half_erfc;
+    return x != x ? x : times_vanishing_fast(x, phi);
   }
 };
 struct GeluTanhF {  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
@@ -68,8 +131,11 @@ struct GeluTanhF {  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
     const W u = kSqrt2OverPi * (x + W{0.044715} * x * x * x);
     return times_vanishing(x, sigmoid(W{2} * u));
   }
+  CD_EW_INLINE static double fast(double x) {
+    const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
+    return times_vanishing_fast(x, vmath::sigmoid(2.0 * u));
+  }
 };
-template <class T> using gelu_t = std::conditional_t<std::is_same_v<T, double>, long double, double>;
 
 template <class T> using Exp = FloatMap<T, ExpF>;
 template <class T> using Log = FloatMap<T, LogF>;
@@ -78,11 +144,11 @@ template <class T> using Sin = FloatMap<T, SinF>;
 template <class T> using Cos = FloatMap<T, CosF>;
 template <class T> using Tanh = FloatMap<T, TanhF>;
 template <class T> using Erf = FloatMap<T, ErfF>;
-template <class T> using Rsqrt = FloatMap<T, RsqrtF, double>;
-template <class T> using Sigmoid = FloatMap<T, SigmoidF, double>;
-template <class T> using Silu = FloatMap<T, SiluF, double>;
-template <class T> using Gelu = FloatMap<T, GeluF, gelu_t<T>>;
-template <class T> using GeluTanh = FloatMap<T, GeluTanhF, gelu_t<T>>;
+template <class T> using Rsqrt = FloatMap<T, RsqrtF>;
+template <class T> using Sigmoid = FloatMap<T, SigmoidF>;
+template <class T> using Silu = FloatMap<T, SiluF>;
+template <class T> using Gelu = FloatMap<T, GeluF, long double>;
+template <class T> using GeluTanh = FloatMap<T, GeluTanhF, long double>;
 
 template <class T> struct Neg {
   static constexpr bool enabled = kIsSignedNumeric<T>;
