@@ -74,11 +74,27 @@ void read_strict(Config& c) {
   }
 }
 
+void read_isa(Config& c) {
+  const char* env = std::getenv("CHIPDOCK_CPU_ISA");
+  if (env == nullptr) return;
+  const std::string v = lower(env);
+  if (v == "baseline") {
+    c.isa_cap = Isa::baseline;
+  } else if (v == "avx2") {
+    c.isa_cap = Isa::avx2;
+  } else if (v == "avx512") {
+    c.isa_cap = Isa::avx512;
+  } else if (!(v.empty() || v == "auto")) {
+    c.problem = format("CHIPDOCK_CPU_ISA='%s' is not one of baseline/avx2/avx512/auto", env);
+  }
+}
+
 Config load() {
   Config c;
   read_devices(c);
   read_memory_limit(c);
   read_strict(c);
+  read_isa(c);
   if (!c.problem.empty()) c.device_count = 0;
   return c;
 }

@@ -6,6 +6,9 @@
 //                              (powers of 1024); default: physical RAM
 //   CHIPDOCK_CPU_STRICT        1/true/yes/on: device pointers are not host
 //                              addresses (see memory.h); default off
+//   CHIPDOCK_CPU_ISA           the highest instruction set kernels may use:
+//                              baseline, avx2, avx512 or auto (default: what
+//                              the CPU supports; see kernels/isa.h)
 //
 // An invalid value does not crash anything: the backend then has zero
 // devices and device_get_count reports why (CD_STATUS_UNAVAILABLE).
@@ -19,11 +22,15 @@ namespace chipdock_cpu {
 
 constexpr int32_t kMaxDevices = 64;
 
+// Instruction-set levels of kernel loops, ordered (see kernels/isa.h).
+enum class Isa : int32_t { baseline = 0, avx2 = 1, avx512 = 2, best = 3 };
+
 struct Config {
   int32_t device_count = 1;
   uint64_t memory_limit = 0;  // bytes, per device
   const char* memory_limit_source = "physical RAM";  // for messages
   bool strict = false;
+  Isa isa_cap = Isa::best;    // CHIPDOCK_CPU_ISA; `best` caps nothing
   std::string problem;        // non-empty: the environment was invalid
 };
 

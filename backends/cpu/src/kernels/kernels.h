@@ -16,7 +16,8 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
                      int32_t num_dtypes, cd_kernel_fn fn);
 
 // --- one per kernel file ---
-void register_copy(cd_kernel_registry* registry);  // kernels/copy.cpp
+void register_copy(cd_kernel_registry* registry);         // kernels/copy.cpp
+void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cpp
 
 }  // namespace chipdock_cpu
 

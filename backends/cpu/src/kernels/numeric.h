@@ -17,6 +17,11 @@
 
 namespace chipdock_cpu {
 
+// For the small conversions below: inlined even into large kernel files,
+// where the compiler's unit-growth limits would otherwise leave a call in
+// the middle of a loop that could vectorize.
+#define CD_ALWAYS_INLINE inline __attribute__((always_inline))
+
 // IEEE binary16, as GCC and Clang implement it on x86-64 and aarch64.
 using float16_t = _Float16;
 
@@ -25,19 +30,88 @@ struct bfloat16_t {
   uint16_t bits;
 };
 
-inline float bf16_to_float(bfloat16_t v) {
+CD_ALWAYS_INLINE float bf16_to_float(bfloat16_t v) {
   uint32_t u = static_cast<uint32_t>(v.bits) << 16;
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
 }
 
-inline bfloat16_t float_to_bf16(float f) {
+CD_ALWAYS_INLINE bfloat16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof(u));
   if ((u & 0x7fffffffu) > 0x7f800000u) return {static_cast<uint16_t>((u >> 16) | 0x40u)};  // quiet NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
   return {static_cast<uint16_t>(u >> 16)};
+}
+
+// float16 <-> float32 in integer arithmetic, exact (round to nearest even,
+// NaN kept and quieted as F16C does). Compilers vectorize the _bits forms
+// over uint16_t arrays (built with -fno-trapping-math, which lets the
+// selects if-convert), while they leave _Float16 conversions scalar: a
+// libgcc call per element on the x86-64 baseline, a scalar vcvtph2ps with
+// F16C. Loops over _Float16 arrays themselves vectorize poorly (GCC 12).
+CD_ALWAYS_INLINE float f16_bits_to_float(uint16_t h) {
+  const uint32_t em = h & 0x7fffu;  // exponent and mantissa
+  // Normal numbers, inf and NaN: rebias the exponent by 112 (255 - 31 - 112 for inf/NaN).
+  uint32_t u = (em << 13) + (em >= 0x7c00u ? 0x70000000u : 0x38000000u);
+  const float subnormal = static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f;  // exact
+  uint32_t s;
+  std::memcpy(&s, &subnormal, sizeof(s));
+  u = (em < 0x0400u ? s : u) | (static_cast<uint32_t>(h & 0x8000u) << 16);
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+CD_ALWAYS_INLINE uint16_t float_to_f16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  const uint32_t a = u & 0x7fffffffu;
+  // Normal range: round the mantissa to 10 bits (ties to even) and rebias;
+  // a carry out of the mantissa bumps the exponent, up to inf (clamped).
+  uint32_t normal = ((a + 0x0fffu + ((a >> 13) & 1u)) >> 13) - 0x1c000u;
+  normal = normal > 0x7c00u ? 0x7c00u : normal;
+  // Below 2^-14: adding 0.5 rounds |f| to a multiple of 2^-24 (a subnormal step).
+  float t;
+  std::memcpy(&t, &a, sizeof(t));
+  t += 0.5f;
+  uint32_t sub;
+  std::memcpy(&sub, &t, sizeof(sub));
+  sub -= 0x3f000000u;
+  uint32_t h = a < 0x38800000u ? sub : normal;
+  h = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x3ffu)) : h;  // NaN
+  return static_cast<uint16_t>(h | ((u >> 16) & 0x8000u));
+}
+
+CD_ALWAYS_INLINE float f16_to_float(float16_t v) {
+  uint16_t h;
+  std::memcpy(&h, &v, sizeof(h));
+  return f16_bits_to_float(h);
+}
+
+CD_ALWAYS_INLINE float16_t float_to_f16(float f) {
+  const uint16_t bits = float_to_f16_bits(f);
+  float16_t out;
+  std::memcpy(&out, &bits, sizeof(out));
+  return out;
+}
+
+// float64 -> float32 rounded to odd (truncate, then set the last bit if
+// anything was lost): a second rounding to a type at least 2 bits narrower
+// (float16) is then the correctly rounded result of the float64.
+CD_ALWAYS_INLINE float round_to_odd(double d) {
+  const float f = static_cast<float>(d);
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  const double back = static_cast<double>(f);
+  if (back != d && d == d) {
+    if ((back < 0 ? -back : back) > (d < 0 ? -d : d)) u -= 1;  // rounded away from zero (or to inf)
+    u |= 1u;
+  }
+  float r;
+  std::memcpy(&r, &u, sizeof(r));
+  return r;
 }
 
 // The type arithmetic happens in: float for the 16-bit floats, else itself.
@@ -47,11 +121,14 @@ template <> struct compute_type<bfloat16_t> { using type = float; };
 template <class T> using compute_t = typename compute_type<T>::type;
 
 // Loads and stores through the compute type (the only rounding is the store).
-template <class T> inline compute_t<T> load(const T& v) { return static_cast<compute_t<T>>(v); }
-template <> inline float load<bfloat16_t>(const bfloat16_t& v) { return bf16_to_float(v); }
-template <class T, class C> inline T store(C v) { return static_cast<T>(v); }
-template <> inline bfloat16_t store<bfloat16_t, float>(float v) { return float_to_bf16(v); }
-template <> inline bfloat16_t store<bfloat16_t, double>(double v) { return float_to_bf16(static_cast<float>(v)); }
+template <class T> CD_ALWAYS_INLINE compute_t<T> load(const T& v) { return static_cast<compute_t<T>>(v); }
+template <> CD_ALWAYS_INLINE float load<bfloat16_t>(const bfloat16_t& v) { return bf16_to_float(v); }
+template <> CD_ALWAYS_INLINE float load<float16_t>(const float16_t& v) { return f16_to_float(v); }
+template <class T, class C> CD_ALWAYS_INLINE T store(C v) { return static_cast<T>(v); }
+template <> CD_ALWAYS_INLINE bfloat16_t store<bfloat16_t, float>(float v) { return float_to_bf16(v); }
+template <> CD_ALWAYS_INLINE bfloat16_t store<bfloat16_t, double>(double v) { return float_to_bf16(static_cast<float>(v)); }
+template <> CD_ALWAYS_INLINE float16_t store<float16_t, float>(float v) { return float_to_f16(v); }
+template <> CD_ALWAYS_INLINE float16_t store<float16_t, double>(double v) { return float_to_f16(round_to_odd(v)); }
 
 template <class T> constexpr bool is_floating_v =
     std::is_floating_point_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;

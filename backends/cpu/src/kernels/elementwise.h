@@ -1,0 +1,403 @@
+// The loop machinery every elementwise kernel shares (kernels/elementwise_*.cpp).
+//
+// An elementwise kernel is a *row function* per op and dtype signature: it
+// computes `n` results from operands that advance by fixed byte strides
+// (ptrs[0] is the output, ptrs[1..] the inputs). Everything else is common:
+//
+//  - make_loop: all operands have the output's shape (broadcast inputs come
+//    expanded, with stride 0); size-1 dims are dropped and neighbouring dims
+//    that are contiguous with each other in *every* operand are merged, so a
+//    contiguous op is one row, a transposed input two nested loops.
+//  - run: the rows are split over the OpenMP threads above `grain` elements
+//    (each thread starts mid-row where its share begins); below it the loop
+//    runs inline on the stream's worker.
+//  - row functions come in three builds (isa.h) from one body: the body is
+//    force-inlined into a baseline, an AVX2 and an AVX-512 function, and the
+//    vectorizer does the rest. Each body has a fast path for contiguous
+//    operands, one for a broadcast scalar (stride 0), and a strided loop.
+//
+// Adding an op is a functor `Out operator()(In...) const` constructible from
+// Params, a pick function that maps the call's dtypes to a row function,
+// and a registration line (see elementwise_unary.cpp).
+#ifndef CHIPDOCK_CPU_KERNELS_ELEMENTWISE_H_
+#define CHIPDOCK_CPU_KERNELS_ELEMENTWISE_H_
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "chipdock/cd_kernel.h"
+#include "../error.h"
+#include "../memory.h"
+#include "isa.h"
+#include "kernels.h"
+#include "numeric.h"
+#include "tensor.h"
+
+namespace chipdock_cpu {
+namespace elementwise {
+
+constexpr int kMaxOperands = 4;  // where: 3 inputs and the output
+
+// float16 as elementwise rows hold it: the bits, like bfloat16_t, because
+// GCC vectorizes loops over _Float16 arrays badly (see numeric.h).
+struct half_t {
+  uint16_t bits;
+};
+
+// Scalar attributes of an op, resolved before the work is enqueued.
+struct Params {
+  double a = 0.0;  // leaky_relu alpha; clip min
+  double b = 0.0;  // clip max
+};
+
+// One row: n elements; ptrs[k] and strides[k] (bytes) for operand k, the
+// output first. Runs on a stream worker or an OpenMP thread.
+using RowFn = void (*)(char* const* ptrs, const int64_t* strides, int64_t n, const Params& p);
+
+// One dimension of a loop: its size and each operand's stride in bytes.
+struct Dim {
+  int64_t size;
+  int64_t stride[kMaxOperands];
+};
+
+// The coalesced iteration space of one call. Small enough to travel to the
+// stream's worker cheaply: up to kInlineDims dims live inline (coalescing
+// rarely leaves more), the rest on the heap.
+class Loop {
+ public:
+  static constexpr int32_t kInlineDims = 6;
+
+  int32_t operands = 0;       // output + inputs
+  int32_t ndim = 0;           // 0: a single element
+  int64_t numel = 1;
+  char* base[kMaxOperands];   // host address of element (0, ..., 0) per operand
+
+  Dim* dims() { return heap_.empty() ? inline_ : heap_.data(); }  // outermost first
+  const Dim* dims() const { return heap_.empty() ? inline_ : heap_.data(); }
+  void reserve(size_t n) {
+    if (n > static_cast<size_t>(kInlineDims)) heap_.resize(n);
+  }
+
+ private:
+  Dim inline_[kInlineDims];
+  std::vector<Dim> heap_;
+};
+
+// The loop over `ops` (ops[0] the output). Throws INVALID_ARGUMENT unless
+// every operand has the output's shape and the output is writable (no zero
+// stride on a dim of size > 1).
+Loop make_loop(const HostTensor* const* ops, int32_t count);
+
+// Runs `row` over the whole loop, on OpenMP threads when numel > grain.
+void run(const Loop& loop, RowFn row, const Params& params, int64_t grain);
+
+// Grains: elements below which a loop is not worth waking a second thread.
+constexpr int64_t kGrainCheap = 32768;  // a load, an add, a store
+constexpr int64_t kGrainMath = 2048;    // exp, erf, pow, ...
+
+// What a kernel's pick function returns: the row function for the call's
+// dtypes and attributes (NULL: the dtypes are not supported), and its grain.
+struct Plan {
+  RowFn row = nullptr;
+  Params params;
+  int64_t grain = kGrainCheap;
+};
+
+// Validates `ctx` (one output, `num_inputs` inputs, same shapes), resolves
+// its views, asks `pick` for the plan (dtypes: inputs then output), and
+// enqueues the loop on ctx->stream under `label` (static storage).
+// Throws INVALID_ARGUMENT for anything the core should not have sent.
+using PickFn = Plan (*)(const cd_kernel_context* ctx, const cd_dtype_t* dtypes);
+void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs, PickFn pick);
+
+// The attribute `name` of the call, or NULL if absent.
+const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
+
+// The attribute `name` as a number (CD_ATTR_FLOAT or CD_ATTR_INT), or
+// `fallback` when absent (the dispatcher always fills defaults; raw launches
+// may not). Throws INVALID_ARGUMENT for another type.
+double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback);
+
+// --- dtype groups of the opset (device_api/opset/opset.yaml) ------------------------------
+constexpr cd_dtype_t kFloat[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,
+                                 CD_DTYPE_FLOAT64};
+constexpr cd_dtype_t kNumeric[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,
+                                   CD_DTYPE_FLOAT64, CD_DTYPE_INT8,    CD_DTYPE_INT16,
+                                   CD_DTYPE_INT32,   CD_DTYPE_INT64,   CD_DTYPE_UINT8};
+constexpr cd_dtype_t kSignedNumeric[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,
+                                         CD_DTYPE_FLOAT64, CD_DTYPE_INT8,    CD_DTYPE_INT16,
+                                         CD_DTYPE_INT32,   CD_DTYPE_INT64};
+constexpr cd_dtype_t kAll[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,
+                               CD_DTYPE_FLOAT64, CD_DTYPE_INT8,    CD_DTYPE_INT16,
+                               CD_DTYPE_INT32,   CD_DTYPE_INT64,   CD_DTYPE_UINT8,
+                               CD_DTYPE_BOOL};
+
+// Registers `fn` for `op` with the signature (T x arity, out) for every T
+// in `group`; `out` CD_DTYPE_INVALID means T itself.
+template <size_t N>
+void register_group(cd_kernel_registry* registry, const char* op, cd_kernel_fn fn,
+                    const cd_dtype_t (&group)[N], int32_t arity,
+                    cd_dtype_t out = CD_DTYPE_INVALID) {
+  for (cd_dtype_t t : group) {
+    cd_dtype_t sig[kMaxOperands] = {t, t, t, t};
+    sig[arity] = out == CD_DTYPE_INVALID ? t : out;
+    register_kernel(registry, op, sig, arity + 1, fn);
+  }
+}
+
+// --- row functions -------------------------------------------------------------------------
+
+#define CD_EW_INLINE CD_ALWAYS_INLINE  // row bodies and op functors (numeric.h)
+
+// An op with `static constexpr bool kFixup = true` has a vectorized main
+// path that is wrong for some inputs (sin of a huge argument, pow of a
+// negative base): `outside(inputs...)` says which, `slow(inputs...)` gives
+// their result. Rows run the main path over everything, then a second pass
+// that patches the few outside elements.
+template <class Op, class = void> struct has_fixup : std::false_type {};
+template <class Op>
+struct has_fixup<Op, std::void_t<decltype(Op::kFixup)>> : std::bool_constant<Op::kFixup> {};
+
+template <class Op, class Out, class A>
+CD_EW_INLINE void unary_main(const Op& op, char* const* p, const int64_t* s, int64_t n) {
+  if (s[0] == sizeof(Out) && s[1] == sizeof(A)) {
+    Out* __restrict out = reinterpret_cast<Out*>(p[0]);
+    const A* __restrict a = reinterpret_cast<const A*>(p[1]);
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i]);
+    return;
+  }
+  char* out = p[0];
+  const char* a = p[1];
+  for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1]) {
+    *reinterpret_cast<Out*>(out) = op(*reinterpret_cast<const A*>(a));
+  }
+}
+
+template <class Op, class Out, class A>
+CD_EW_INLINE void unary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+  const Op op(prm);
+  unary_main<Op, Out, A>(op, p, s, n);
+  if constexpr (has_fixup<Op>::value) {
+    char* out = p[0];
+    const char* a = p[1];
+    for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1]) {
+      const A x = *reinterpret_cast<const A*>(a);
+      if (op.outside(x)) *reinterpret_cast<Out*>(out) = op.slow(x);
+    }
+  }
+}
+
+template <class Op, class Out, class A, class B>
+CD_EW_INLINE void binary_main(const Op& op, char* const* p, const int64_t* s, int64_t n) {
+  if (s[0] == sizeof(Out)) {
+    Out* __restrict out = reinterpret_cast<Out*>(p[0]);
+    const A* __restrict a = reinterpret_cast<const A*>(p[1]);
+    const B* __restrict b = reinterpret_cast<const B*>(p[2]);
+    if (s[1] == sizeof(A) && s[2] == sizeof(B)) {
+      for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+      return;
+    }
+    if (s[1] == sizeof(A) && s[2] == 0) {
+      const B bv = *b;
+      for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], bv);
+      return;
+    }
+    if (s[1] == 0 && s[2] == sizeof(B)) {
+      const A av = *a;
+      for (int64_t i = 0; i < n; ++i) out[i] = op(av, b[i]);
+      return;
+    }
+  }
+  char* out = p[0];
+  const char* a = p[1];
+  const char* b = p[2];
+  for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1], b += s[2]) {
+    *reinterpret_cast<Out*>(out) =
+        op(*reinterpret_cast<const A*>(a), *reinterpret_cast<const B*>(b));
+  }
+}
+
+template <class Op, class Out, class A, class B>
+CD_EW_INLINE void binary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+  const Op op(prm);
+  binary_main<Op, Out, A, B>(op, p, s, n);
+  if constexpr (has_fixup<Op>::value) {
+    char* out = p[0];
+    const char* a = p[1];
+    const char* b = p[2];
+    for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1], b += s[2]) {
+      const A x = *reinterpret_cast<const A*>(a);
+      const B y = *reinterpret_cast<const B*>(b);
+      if (op.outside(x, y)) *reinterpret_cast<Out*>(out) = op.slow(x, y);
+    }
+  }
+}
+
+template <class Op, class Out, class A, class B, class C>
+CD_EW_INLINE void ternary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+  const Op op(prm);
+  if (s[0] == sizeof(Out) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
+    Out* __restrict out = reinterpret_cast<Out*>(p[0]);
+    const A* __restrict a = reinterpret_cast<const A*>(p[1]);
+    const B* __restrict b = reinterpret_cast<const B*>(p[2]);
+    const C* __restrict c = reinterpret_cast<const C*>(p[3]);
+    for (int64_t i = 0; i < n; ++i) out[i] = op(a[i], b[i], c[i]);
+    return;
+  }
+  char* out = p[0];
+  const char* a = p[1];
+  const char* b = p[2];
+  const char* c = p[3];
+  for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1], b += s[2], c += s[3]) {
+    *reinterpret_cast<Out*>(out) = op(*reinterpret_cast<const A*>(a),
+                                      *reinterpret_cast<const B*>(b),
+                                      *reinterpret_cast<const C*>(c));
+  }
+}
+
+// The three builds of a body, and the pick of one for this process.
+#define CD_EW_ROW_BUILDS(NAME, BODY, ...)                                                     \
+  template <class Op, __VA_ARGS__>                                                            \
+  void NAME##_base(char* const* p, const int64_t* s, int64_t n, const Params& prm) {          \
+    BODY(p, s, n, prm);                                                                       \
+  }                                                                                           \
+  template <class Op, __VA_ARGS__>                                                            \
+  CD_TARGET_AVX2 void NAME##_avx2(char* const* p, const int64_t* s, int64_t n,                \
+                                  const Params& prm) {                                        \
+    BODY(p, s, n, prm);                                                                       \
+  }                                                                                           \
+  template <class Op, __VA_ARGS__>                                                            \
+  CD_TARGET_AVX512 void NAME##_avx512(char* const* p, const int64_t* s, int64_t n,            \
+                                      const Params& prm) {                                    \
+    BODY(p, s, n, prm);                                                                       \
+  }
+
+CD_EW_ROW_BUILDS(unary_row, (unary_body<Op, Out, A>), class Out, class A)
+CD_EW_ROW_BUILDS(binary_row, (binary_body<Op, Out, A, B>), class Out, class A, class B)
+CD_EW_ROW_BUILDS(ternary_row, (ternary_body<Op, Out, A, B, C>), class Out, class A, class B,
+                 class C)
+#undef CD_EW_ROW_BUILDS
+
+// The row function of `Op` over (inputs...) -> Out for this process's ISA.
+template <class Op, class Out, class A>
+RowFn unary_row() {
+  switch (kernel_isa()) {
+    case Isa::baseline: return &unary_row_base<Op, Out, A>;
+    case Isa::avx2: return &unary_row_avx2<Op, Out, A>;
+    default: return &unary_row_avx512<Op, Out, A>;
+  }
+}
+
+template <class Op, class Out, class A, class B>
+RowFn binary_row() {
+  switch (kernel_isa()) {
+    case Isa::baseline: return &binary_row_base<Op, Out, A, B>;
+    case Isa::avx2: return &binary_row_avx2<Op, Out, A, B>;
+    default: return &binary_row_avx512<Op, Out, A, B>;
+  }
+}
+
+template <class Op, class Out, class A, class B, class C>
+RowFn ternary_row() {
+  switch (kernel_isa()) {
+    case Isa::baseline: return &ternary_row_base<Op, Out, A, B, C>;
+    case Isa::avx2: return &ternary_row_avx2<Op, Out, A, B, C>;
+    default: return &ternary_row_avx512<Op, Out, A, B, C>;
+  }
+}
+
+// --- picking rows and defining kernels ---------------------------------------------------
+
+// Calls fn(T{}) with T the storage type elementwise rows use for `dtype`:
+// numeric.h's dispatch_dtype, with half_t for float16.
+template <class F> bool dispatch(cd_dtype_t dtype, F&& fn) {
+  switch (dtype) {
+    case CD_DTYPE_FLOAT32: fn(float{}); return true;
+    case CD_DTYPE_FLOAT16: fn(half_t{}); return true;
+    case CD_DTYPE_BFLOAT16: fn(bfloat16_t{}); return true;
+    case CD_DTYPE_FLOAT64: fn(double{}); return true;
+    case CD_DTYPE_INT8: fn(int8_t{}); return true;
+    case CD_DTYPE_INT16: fn(int16_t{}); return true;
+    case CD_DTYPE_INT32: fn(int32_t{}); return true;
+    case CD_DTYPE_INT64: fn(int64_t{}); return true;
+    case CD_DTYPE_UINT8: fn(uint8_t{}); return true;
+    case CD_DTYPE_BOOL: fn(bool{}); return true;
+    default: return false;
+  }
+}
+
+// The plan for an op whose inputs and output all have one dtype (dtypes[0]
+// .. dtypes[arity]); Op<T>::enabled says which dtypes it has.
+template <template <class> class Op, int32_t Arity>
+Plan same_dtype_plan(const cd_dtype_t* dtypes, int64_t grain, const Params& params = {}) {
+  Plan plan;
+  plan.grain = grain;
+  plan.params = params;
+  for (int32_t i = 1; i <= Arity; ++i) {
+    if (dtypes[i] != dtypes[0]) return plan;
+  }
+  dispatch(dtypes[0], [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (Op<T>::enabled) {
+      if constexpr (Arity == 1) plan.row = unary_row<Op<T>, T, T>();
+      if constexpr (Arity == 2) plan.row = binary_row<Op<T>, T, T, T>();
+    }
+  });
+  return plan;
+}
+
+// Defines `NAME_kernel`, the ABI entry of op NAME: checks, plans with PICK,
+// enqueues. Errors read "NAME: <detail>".
+#define CD_EW_KERNEL(NAME, ARITY, PICK)                                    \
+  cd_error* NAME##_kernel(const cd_kernel_context* ctx) noexcept {         \
+    return guard(#NAME, [ctx] { enqueue(ctx, #NAME, ARITY, PICK); });      \
+  }
+
+// --- arithmetic helpers ops share -------------------------------------------------------
+
+// Two's-complement wrap-around for integers (signed overflow is undefined in C++).
+template <class T> CD_ALWAYS_INLINE T wrap_add(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <class T> CD_ALWAYS_INLINE T wrap_sub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <class T> CD_ALWAYS_INLINE T wrap_mul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  // Through unsigned int at least: uint16 * uint16 would promote to (signed) int.
+  using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+  return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) *
+                                       static_cast<W>(static_cast<U>(b))));
+}
+template <class T> CD_ALWAYS_INLINE T wrap_neg(T a) { return wrap_sub(T{0}, a); }
+
+template <class T> CD_ALWAYS_INLINE bool is_nan(T v) { return v != v; }
+
+}  // namespace elementwise
+
+// half_t in numeric.h's vocabulary: a float computed in float32.
+template <> struct compute_type<elementwise::half_t> { using type = float; };
+template <> constexpr bool is_floating_v<elementwise::half_t> = true;
+template <> CD_ALWAYS_INLINE float load<elementwise::half_t>(const elementwise::half_t& v) {
+  return f16_bits_to_float(v.bits);
+}
+template <> CD_ALWAYS_INLINE elementwise::half_t store<elementwise::half_t, float>(float v) {
+  return {float_to_f16_bits(v)};
+}
+template <> CD_ALWAYS_INLINE elementwise::half_t store<elementwise::half_t, double>(double v) {
+  return {float_to_f16_bits(round_to_odd(v))};
+}
+
+// --- one per kernel file (called by register_elementwise in elementwise.cpp) ---------------
+void register_elementwise_unary(cd_kernel_registry* registry);    // elementwise_unary.cpp
+void register_elementwise_binary(cd_kernel_registry* registry);   // elementwise_binary.cpp
+void register_elementwise_compare(cd_kernel_registry* registry);  // elementwise_compare.cpp
+void register_elementwise_cast(cd_kernel_registry* registry);     // elementwise_cast.cpp
+
+}  // namespace chipdock_cpu
+
+#endif  // CHIPDOCK_CPU_KERNELS_ELEMENTWISE_H_
