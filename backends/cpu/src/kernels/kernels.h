@@ -18,6 +18,7 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 // --- one per kernel file ---
 void register_copy(cd_kernel_registry* registry);         // kernels/copy.cpp
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cpp
+void register_movement(cd_kernel_registry* registry);  // kernels/movement*.cpp
 
 }  // namespace chipdock_cpu
 

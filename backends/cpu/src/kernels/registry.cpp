@@ -33,6 +33,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
   }
   register_copy(registry);
   register_elementwise(registry);
+  register_movement(registry);
 }
 
 }  // namespace chipdock_cpu
