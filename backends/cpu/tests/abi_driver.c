@@ -154,12 +154,13 @@ static void cb_increment(void* counter) { ++*(volatile int*)counter; }
 
 typedef struct recorded_def {
   char op[32];
-  cd_dtype_t dtypes[8];
+  cd_dtype_t dtypes[16];
   int32_t num_dtypes;
   cd_kernel_fn fn;
 } recorded_def;
 
-static recorded_def g_defs[128];
+#define MAX_DEFS 8192 /* every kernel of the backend, not just copy */
+static recorded_def g_defs[MAX_DEFS];
 static int g_num_defs;
 static int g_log_lines;
 static char g_fake_registry_storage;
@@ -168,7 +169,7 @@ static char g_fake_registry_storage;
 static cd_status_t fake_kernel_register(cd_kernel_registry* registry, const cd_kernel_def* def) {
   recorded_def* r;
   if (registry != FAKE_REGISTRY || def == NULL || def->op == NULL || def->fn == NULL ||
-      def->num_dtypes < 0 || def->num_dtypes > 8 || g_num_defs == 128) {
+      def->num_dtypes < 0 || def->num_dtypes > 16 || g_num_defs == MAX_DEFS) {
     return CD_STATUS_INVALID_ARGUMENT;
   }
   r = &g_defs[g_num_defs++];
@@ -286,7 +287,7 @@ static void check_kernels_registered(void) {
     }
     REQUIRE(found == 1, "copy for dtype %d registered %d times", dt, found);
   }
-  REQUIRE(g_num_defs == 10, "%d definitions, expected 10", g_num_defs);
+  REQUIRE(g_num_defs >= 10, "%d definitions, expected at least the 10 copies", g_num_defs);
   pass();
 }
 
