@@ -101,7 +101,9 @@ void copy_ordered(Stream& stream, const CopyDirection& dir, void* dst, const voi
   // the hand-off to the device queue that dominates small copies.
   if (async != nullptr && (host == nullptr || !stream.query())) {
     p.call(async, dir.async_name, dev.ordinal(), dst, src, nbytes, stream.handle(dir.async_name));
-    if (host != nullptr) wait_for_stream_point(stream);
+    // A host copy is a synchronization point: it also reports the errors of
+    // the stream's earlier asynchronous work (a kernel that failed on it).
+    if (host != nullptr) stream.synchronize();
     return;
   }
   stream.synchronize();
