@@ -357,6 +357,12 @@ Plan same_dtype_plan(const cd_dtype_t* dtypes, int64_t grain, const Params& para
 
 // --- arithmetic helpers ops share -------------------------------------------------------
 
+// The opset's `numeric` and `signed_numeric` groups as type predicates (the
+// `enabled` of ops declared over them).
+template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
+template <class T> constexpr bool kIsSignedNumeric =
+    is_floating_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>);
+
 // Two's-complement wrap-around for integers (signed overflow is undefined in C++).
 template <class T> CD_ALWAYS_INLINE T wrap_add(T a, T b) {
   using U = std::make_unsigned_t<T>;
