@@ -570,7 +570,7 @@ def test_threads_split_strided_loops_mid_row(shape):
     assert_ulps(got, np.exp(b.T.astype(np.float64)), "float32", 4)
 
 
-def test_inputs_from_both_devices_of_a_stream_are_refused():
+def test_operands_on_two_devices_are_refused():
     x = chipdock.tensor(np.ones(4, np.float32), device="cpu:0")
     if len(chipdock.devices()) < 2:
         pytest.skip("needs two CPU devices (CHIPDOCK_CPU_DEVICES=2, set by the root conftest)")

@@ -176,9 +176,9 @@ void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs
     fail(CD_STATUS_INVALID_ARGUMENT, "no kernel for dtypes %s",
          describe(dtypes, num_inputs).c_str());
   }
+  if (ops[0].numel == 0) return;  // nothing to write (the core does not launch these)
   const HostTensor* operands[kMaxOperands] = {&ops[0], &ops[1], &ops[2], &ops[3]};
   task.loop = make_loop(operands, num_inputs + 1);
-  if (task.loop.numel == 0) return;
   for (int32_t k = 0; k <= num_inputs; ++k) task.ranges[k] = std::move(ops[k].range);
   stream->enqueue(label, std::move(task));
 }

@@ -311,21 +311,9 @@ RowFn ternary_row() {
 // --- picking rows and defining kernels ---------------------------------------------------
 
 // Calls fn(T{}) with T the storage type elementwise rows use for `dtype`:
-// numeric.h's dispatch_dtype, with half_t for float16.
+// numeric.h's, with half_t for float16.
 template <class F> bool dispatch(cd_dtype_t dtype, F&& fn) {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: fn(float{}); return true;
-    case CD_DTYPE_FLOAT16: fn(half_t{}); return true;
-    case CD_DTYPE_BFLOAT16: fn(bfloat16_t{}); return true;
-    case CD_DTYPE_FLOAT64: fn(double{}); return true;
-    case CD_DTYPE_INT8: fn(int8_t{}); return true;
-    case CD_DTYPE_INT16: fn(int16_t{}); return true;
-    case CD_DTYPE_INT32: fn(int32_t{}); return true;
-    case CD_DTYPE_INT64: fn(int64_t{}); return true;
-    case CD_DTYPE_UINT8: fn(uint8_t{}); return true;
-    case CD_DTYPE_BOOL: fn(bool{}); return true;
-    default: return false;
-  }
+  return dispatch_dtype_as<half_t>(dtype, std::forward<F>(fn));
 }
 
 // The plan for an op whose inputs and output all have one dtype (dtypes[0]
@@ -356,6 +344,12 @@ Plan same_dtype_plan(const cd_dtype_t* dtypes, int64_t grain, const Params& para
   }
 
 // --- arithmetic helpers ops share -------------------------------------------------------
+
+// The opset's `numeric` and `signed_numeric` groups as type predicates (the
+// `enabled` of ops declared over them).
+template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
+template <class T> constexpr bool kIsSignedNumeric =
+    is_floating_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>);
 
 // Two's-complement wrap-around for integers (signed overflow is undefined in C++).
 template <class T> CD_ALWAYS_INLINE T wrap_add(T a, T b) {

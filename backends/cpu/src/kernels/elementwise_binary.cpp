@@ -17,8 +17,6 @@ namespace {
 
 using namespace elementwise;
 
-template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
-
 #define CD_EW_ARITH(NAME, FLOAT_EXPR, INT_EXPR)                      \
   template <class T> struct NAME {                                   \
     static constexpr bool enabled = kIsNumeric<T>;                   \

@@ -24,10 +24,6 @@ namespace {
 
 using namespace elementwise;
 
-template <class T> constexpr bool kIsNumeric = !std::is_same_v<T, bool>;
-template <class T> constexpr bool kIsSignedNumeric =
-    is_floating_v<T> || (std::is_integral_v<T> && std::is_signed_v<T>);
-
 // float64 rows call F::f (libm, or long double, in W); the 32- and 16-bit
 // float rows call F::fast when F has it (float64 math that vectorizes,
 // elementwise_math.h) and else F::f in their compute type. F::outside and

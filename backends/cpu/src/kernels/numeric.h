@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "chipdock/cd_base.h"
 
@@ -133,12 +134,13 @@ template <> CD_ALWAYS_INLINE float16_t store<float16_t, double>(double v) { retu
 template <class T> constexpr bool is_floating_v =
     std::is_floating_point_v<T> || std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 
-// Calls fn(T{}) with T the storage type of `dtype`; returns false for an
-// unknown dtype. Usage: dispatch_dtype(dt, [&](auto tag) { using T = decltype(tag); ... });
-template <class F> bool dispatch_dtype(cd_dtype_t dtype, F&& fn) {
+// Calls fn(T{}) with T the storage type of `dtype`, Half standing for
+// float16 (a kernel family may keep float16 as bits); returns false for an
+// unknown dtype.
+template <class Half, class F> bool dispatch_dtype_as(cd_dtype_t dtype, F&& fn) {
   switch (dtype) {
     case CD_DTYPE_FLOAT32: fn(float{}); return true;
-    case CD_DTYPE_FLOAT16: fn(float16_t{}); return true;
+    case CD_DTYPE_FLOAT16: fn(Half{}); return true;
     case CD_DTYPE_BFLOAT16: fn(bfloat16_t{}); return true;
     case CD_DTYPE_FLOAT64: fn(double{}); return true;
     case CD_DTYPE_INT8: fn(int8_t{}); return true;
@@ -149,6 +151,12 @@ template <class F> bool dispatch_dtype(cd_dtype_t dtype, F&& fn) {
     case CD_DTYPE_BOOL: fn(bool{}); return true;
     default: return false;
   }
+}
+
+// Calls fn(T{}) with T the storage type of `dtype`; returns false for an
+// unknown dtype. Usage: dispatch_dtype(dt, [&](auto tag) { using T = decltype(tag); ... });
+template <class F> bool dispatch_dtype(cd_dtype_t dtype, F&& fn) {
+  return dispatch_dtype_as<float16_t>(dtype, std::forward<F>(fn));
 }
 
 // Runs fn(begin, end) over [0, n) in chunks on the OpenMP threads, or inline
