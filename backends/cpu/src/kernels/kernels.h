@@ -17,6 +17,7 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 
 // --- one per kernel file ---
 void register_copy(cd_kernel_registry* registry);  // kernels/copy.cpp
+void register_reductions(cd_kernel_registry* registry);  // kernels/reduce*.cpp, norm*.cpp
 
 }  // namespace chipdock_cpu
 
