@@ -19,6 +19,7 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 void register_copy(cd_kernel_registry* registry);         // kernels/copy.cpp
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cpp
 void register_movement(cd_kernel_registry* registry);  // kernels/movement*.cpp
+void register_reductions(cd_kernel_registry* registry);  // kernels/reduce*.cpp, norm*.cpp
 
 }  // namespace chipdock_cpu
 

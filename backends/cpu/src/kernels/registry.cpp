@@ -34,6 +34,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
   register_copy(registry);
   register_elementwise(registry);
   register_movement(registry);
+  register_reductions(registry);
 }
 
 }  // namespace chipdock_cpu
