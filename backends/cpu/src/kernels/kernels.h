@@ -17,6 +17,7 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 
 // --- one per kernel file ---
 void register_copy(cd_kernel_registry* registry);  // kernels/copy.cpp
+void register_linalg(cd_kernel_registry* registry);  // kernels/linalg.cpp (+ conv, pool, attention)
 
 }  // namespace chipdock_cpu
 
