@@ -20,6 +20,7 @@ void register_copy(cd_kernel_registry* registry);         // kernels/copy.cpp
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cpp
 void register_movement(cd_kernel_registry* registry);  // kernels/movement*.cpp
 void register_reductions(cd_kernel_registry* registry);  // kernels/reduce*.cpp, norm*.cpp
+void register_linalg(cd_kernel_registry* registry);  // kernels/linalg.cpp (+ conv, pool, attention)
 
 }  // namespace chipdock_cpu
 

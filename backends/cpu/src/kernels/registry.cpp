@@ -35,6 +35,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
   register_elementwise(registry);
   register_movement(registry);
   register_reductions(registry);
+  register_linalg(registry);
 }
 
 }  // namespace chipdock_cpu

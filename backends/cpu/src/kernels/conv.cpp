@@ -1,0 +1,523 @@
+// conv2d and conv_transpose2d.
+//
+// conv2d: x (N, C, H, W), weight (K, C/groups, R, S), bias (K) optional;
+// out (N, K, OH, OW) with OH = floor((H + top + bottom - dil*(R-1) - 1) / stride) + 1.
+// conv_transpose2d: x (N, C, H, W), weight (C, K/groups, R, S), bias (K);
+// OH = (H-1)*stride - top - bottom + dil*(R-1) + output_padding + 1 (the
+// gradient of conv2d with respect to its input, as in PyTorch).
+// Inputs may have any strides.
+//
+// float32 / bfloat16 run through oneDNN: the convolution picks its blocked
+// layouts ("any") and reorders convert from and to the caller's NCHW
+// strided tensors; primitives and reorders are cached by problem. float16
+// is computed in float32 and rounded once; float64 uses direct loops.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "../error.h"
+#include "../stream.h"
+#include "kernels.h"
+#include "linalg_common.h"
+#include "numeric.h"
+#include "onednn.h"
+
+namespace chipdock_cpu {
+namespace linalg {
+namespace {
+
+struct ConvShape {
+  bool transposed = false;
+  int64_t N = 0, C = 0, H = 0, W = 0;  // input
+  int64_t K = 0, OH = 0, OW = 0;       // output channels and size
+  int64_t R = 0, S = 0, G = 1;         // kernel, groups
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t oph = 0, opw = 0;            // output_padding (transposed)
+};
+
+ConvShape read_shape(const cd_kernel_context* ctx, const HostTensor& x, const HostTensor& w,
+                     const HostTensor* bias, const HostTensor& out, bool transposed) {
+  require_ndim(x, 4, "x");
+  require_ndim(w, 4, "weight");
+  require_ndim(out, 4, "the output");
+  ConvShape s;
+  s.transposed = transposed;
+  const auto stride = attr_ints(ctx, "stride", 2, {1, 1});
+  const auto pad = attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
+  const auto dil = attr_ints(ctx, "dilation", 2, {1, 1});
+  s.G = attr_int(ctx, "groups", 1);
+  s.sh = stride[0];
+  s.sw = stride[1];
+  s.pt = pad[0];
+  s.pl = pad[1];
+  s.pb = pad[2];
+  s.pr = pad[3];
+  s.dh = dil[0];
+  s.dw = dil[1];
+  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.G < 1) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "stride, dilation and groups must be >= 1");
+  }
+  for (int64_t p : pad) {
+    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
+  }
+  s.N = x.shape[0];
+  s.C = x.shape[1];
+  s.H = x.shape[2];
+  s.W = x.shape[3];
+  s.R = w.shape[2];
+  s.S = w.shape[3];
+  if (s.C % s.G != 0) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "groups %lld does not divide %lld input channels",
+         static_cast<long long>(s.G), static_cast<long long>(s.C));
+  }
+  int64_t oh = 0, ow = 0;
+  if (!transposed) {
+    s.K = w.shape[0];
+    if (w.shape[1] * s.G != s.C || s.K % s.G != 0) {
+      fail(CD_STATUS_INVALID_ARGUMENT, "weight (%lld, %lld, ...) does not fit %lld input channels "
+           "in %lld groups", static_cast<long long>(w.shape[0]), static_cast<long long>(w.shape[1]),
+           static_cast<long long>(s.C), static_cast<long long>(s.G));
+    }
+    oh = (s.H + s.pt + s.pb - s.dh * (s.R - 1) - 1);
+    ow = (s.W + s.pl + s.pr - s.dw * (s.S - 1) - 1);
+    oh = oh < 0 ? 0 : oh / s.sh + 1;
+    ow = ow < 0 ? 0 : ow / s.sw + 1;
+  } else {
+    const auto op = attr_ints(ctx, "output_padding", 2, {0, 0});
+    s.oph = op[0];
+    s.opw = op[1];
+    if (s.oph < 0 || s.opw < 0) fail(CD_STATUS_INVALID_ARGUMENT, "output_padding must be >= 0");
+    if (w.shape[0] != s.C) {
+      fail(CD_STATUS_INVALID_ARGUMENT, "weight dim 0 (%lld) must equal the %lld input channels",
+           static_cast<long long>(w.shape[0]), static_cast<long long>(s.C));
+    }
+    s.K = w.shape[1] * s.G;
+    oh = (s.H - 1) * s.sh - s.pt - s.pb + s.dh * (s.R - 1) + s.oph + 1;
+    ow = (s.W - 1) * s.sw - s.pl - s.pr + s.dw * (s.S - 1) + s.opw + 1;
+  }
+  s.OH = out.shape[2];
+  s.OW = out.shape[3];
+  if (out.shape[0] != s.N || out.shape[1] != s.K || s.OH != oh || s.OW != ow) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "output is (%lld, %lld, %lld, %lld); expected (%lld, %lld, "
+         "%lld, %lld)", static_cast<long long>(out.shape[0]), static_cast<long long>(out.shape[1]),
+         static_cast<long long>(out.shape[2]), static_cast<long long>(out.shape[3]),
+         static_cast<long long>(s.N), static_cast<long long>(s.K), static_cast<long long>(oh),
+         static_cast<long long>(ow));
+  }
+  if (bias != nullptr && (bias->shape.size() != 1 || bias->shape[0] != s.K)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "bias must have shape (%lld,)", static_cast<long long>(s.K));
+  }
+  return s;
+}
+
+// True if a view has no negative or zero strides on dims of size > 1
+// (oneDNN reorders take any positive strides).
+bool positive_strides(const View& v) {
+  for (size_t i = 0; i < v.ndim(); ++i) {
+    if (v.shape[i] > 1 && v.strides[i] <= 0) return false;
+  }
+  return true;
+}
+
+// ------------------------------------------------------------- oneDNN path --
+
+struct ConvPrimitive {
+  dnnl::primitive conv;
+  dnnl::memory::desc src_md, wei_md, dst_md, bias_md, scratch_md;  // the conv's layouts
+  dnnl::memory::desc user_src, user_wei, user_dst;
+  bool r_src = false, r_wei = false, r_dst = false;
+  dnnl::reorder src_reorder, wei_reorder, dst_reorder;
+  dnnl::memory::desc src_scratch, wei_scratch, dst_scratch;
+  bool ok = true;  // false: oneDNN has no implementation
+};
+
+dnnl::reorder make_reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                           dnnl::memory::desc& scratch) {
+  dnnl::reorder::primitive_desc pd(onednn::engine(), from, onednn::engine(), to,
+                                   onednn::user_scratchpad_attr());
+  scratch = pd.scratchpad_desc();
+  return dnnl::reorder(pd);
+}
+
+// Weight descriptor in oneDNN's (G,) O, I, R, S order over the caller's tensor.
+dnnl::memory::desc user_weights(const ConvShape& s, const View& w, cd_dtype_t dt) {
+  const int64_t s0 = w.strides[0], s1 = w.strides[1], s2 = w.strides[2], s3 = w.strides[3];
+  const int64_t cg = s.C / s.G, kg = s.K / s.G;
+  if (!s.transposed) {  // w: (K, C/G, R, S)
+    if (s.G == 1) return onednn::strided_desc({s.K, s.C, s.R, s.S}, {s0, s1, s2, s3}, dt);
+    return onednn::strided_desc({s.G, kg, cg, s.R, s.S}, {kg * s0, s0, s1, s2, s3}, dt);
+  }
+  // w: (C, K/G, R, S); oneDNN wants (G, K/G, C/G, R, S).
+  if (s.G == 1) return onednn::strided_desc({s.K, s.C, s.R, s.S}, {s1, s0, s2, s3}, dt);
+  return onednn::strided_desc({s.G, kg, cg, s.R, s.S}, {cg * s0, s1, s0, s2, s3}, dt);
+}
+
+// out (strided user view) = conv(x, w) + bias, in float32 or bfloat16.
+// `bias` is float32 contiguous or NULL. For a transposed conv whose
+// output_padding exceeds the bottom/right padding, `oh`/`ow` are the
+// extents oneDNN produces (the rest of the output gets bias only).
+bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w, const float* bias,
+                 char* out, const std::vector<int64_t>& out_strides, int64_t oh, int64_t ow) {
+  const double flops = 2.0 * static_cast<double>(s.N * s.K) * static_cast<double>(s.C / s.G) *
+                       static_cast<double>(s.R * s.S) *
+                       static_cast<double>(s.transposed ? s.H * s.W : oh * ow);
+  const bool single = flops < onednn::kSmallWork;
+  onednn::ThreadScope threads(single);
+  onednn::Key key(s.transposed ? "deconv" : "conv");
+  key.add(static_cast<int64_t>(dt)).add(x.shape).add(x.strides).add(w.shape).add(w.strides);
+  key.add(std::vector<int64_t>{s.K, oh, ow, s.R, s.S, s.G, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.pb,
+                               s.pr, s.oph, s.opw, bias != nullptr});
+  key.add(out_strides).add(static_cast<int64_t>(single));
+  auto entry = onednn::cached_as<ConvPrimitive>(key, [&] {
+    auto e = std::make_shared<ConvPrimitive>();
+    using tag = dnnl::memory::format_tag;
+    const auto ddt = onednn::to_dnnl(dt);
+    e->user_src = onednn::strided_desc(x.shape, x.strides, dt);
+    e->user_wei = user_weights(s, w, dt);
+    e->user_dst = onednn::strided_desc({s.N, s.K, oh, ow}, out_strides, dt);
+    const dnnl::memory::desc src_any({s.N, s.C, s.H, s.W}, ddt, tag::any);
+    const dnnl::memory::desc dst_any({s.N, s.K, oh, ow}, ddt, tag::any);
+    const dnnl::memory::desc wei_any(e->user_wei.dims(), ddt, tag::any);
+    const dnnl::memory::desc bias_md = bias != nullptr
+        ? dnnl::memory::desc({s.K}, dnnl::memory::data_type::f32, tag::a)
+        : dnnl::memory::desc();
+    const dnnl::memory::dims strides{s.sh, s.sw}, dil{s.dh - 1, s.dw - 1};
+    const dnnl::memory::dims pad_l{s.pt, s.pl};
+    const dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
+    try {
+      if (!s.transposed) {
+        const dnnl::memory::dims pad_r{s.pb, s.pr};
+        auto make = [&](const dnnl::memory::desc& src) {
+          return dnnl::convolution_forward::primitive_desc(
+              dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                              dnnl::algorithm::convolution_direct, src, wei_any,
+                                              bias_md, dst_any, strides, dil, pad_l, pad_r),
+              attr, onednn::engine());
+        };
+        dnnl::convolution_forward::primitive_desc pd;
+        bool have = false;
+        if (s.C / s.G < 16) {
+          // Few input channels (a first layer): oneDNN's direct kernel reads
+          // plain NCHW itself, cheaper than reordering it to blocks.
+          try {
+            pd = make(e->user_src);
+            const std::string impl = pd.impl_info_str();
+            have = impl.find("gemm") == std::string::npos && !onednn::is_reference(impl.c_str());
+          } catch (const dnnl::error&) {
+            have = false;
+          }
+        }
+        if (!have) pd = make(src_any);
+        e->src_md = pd.src_desc();
+        e->wei_md = pd.weights_desc();
+        e->dst_md = pd.dst_desc();
+        e->bias_md = pd.bias_desc();
+        e->scratch_md = pd.scratchpad_desc();
+        e->conv = dnnl::convolution_forward(pd);
+      } else {
+        const dnnl::memory::dims pad_r{std::max<int64_t>(s.pb - s.oph, 0),
+                                       std::max<int64_t>(s.pr - s.opw, 0)};
+        dnnl::deconvolution_forward::primitive_desc pd(
+            dnnl::deconvolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                              dnnl::algorithm::deconvolution_direct, src_any,
+                                              wei_any, bias_md, dst_any, strides, dil, pad_l, pad_r),
+            attr, onednn::engine());
+        e->src_md = pd.src_desc();
+        e->wei_md = pd.weights_desc();
+        e->dst_md = pd.dst_desc();
+        e->bias_md = pd.bias_desc();
+        e->scratch_md = pd.scratchpad_desc();
+        e->conv = dnnl::deconvolution_forward(pd);
+      }
+    } catch (const dnnl::error&) {
+      e->ok = false;
+      return e;
+    }
+    e->r_src = e->src_md != e->user_src;
+    e->r_wei = e->wei_md != e->user_wei;
+    e->r_dst = e->dst_md != e->user_dst;
+    if (e->r_src) e->src_reorder = make_reorder(e->user_src, e->src_md, e->src_scratch);
+    if (e->r_wei) e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
+    if (e->r_dst) e->dst_reorder = make_reorder(e->dst_md, e->user_dst, e->dst_scratch);
+    return e;
+  });
+  if (!entry->ok) return false;
+  Buffer sbuf, wbuf, dbuf;
+  dnnl::memory src = onednn::wrap(entry->user_src, x.data);
+  dnnl::memory wei = onednn::wrap(entry->user_wei, w.data);
+  dnnl::memory dst = onednn::wrap(entry->user_dst, out);
+  if (entry->r_src) {
+    sbuf.allocate(entry->src_md.get_size());
+    dnnl::memory m = onednn::wrap(entry->src_md, sbuf.data());
+    onednn::execute(entry->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, m}}, entry->src_scratch);
+    src = m;
+  }
+  if (entry->r_wei) {
+    wbuf.allocate(entry->wei_md.get_size());
+    dnnl::memory m = onednn::wrap(entry->wei_md, wbuf.data());
+    onednn::execute(entry->wei_reorder, {{DNNL_ARG_FROM, wei}, {DNNL_ARG_TO, m}}, entry->wei_scratch);
+    wei = m;
+  }
+  dnnl::memory conv_dst = dst;
+  if (entry->r_dst) {
+    dbuf.allocate(entry->dst_md.get_size());
+    conv_dst = onednn::wrap(entry->dst_md, dbuf.data());
+  }
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, conv_dst}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry->bias_md, bias));
+  onednn::execute(entry->conv, std::move(args), entry->scratch_md);
+  if (entry->r_dst) {
+    onednn::execute(entry->dst_reorder, {{DNNL_ARG_FROM, conv_dst}, {DNNL_ARG_TO, dst}},
+                    entry->dst_scratch);
+  }
+  return true;
+}
+
+// ------------------------------------------------------------ float64 path --
+
+template <class T>
+inline void axpy_impl(T* __restrict out, const T* __restrict in, int64_t n, int64_t in_stride, T a) {
+  if (in_stride == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] += a * in[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] += a * in[i * in_stride];
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void axpy_strided(double* out, const double* in, int64_t n, int64_t in_stride, double a) {
+  axpy_impl(out, in, n, in_stride, a);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void axpy_strided(float* out, const float* in, int64_t n, int64_t in_stride, float a) {
+  axpy_impl(out, in, n, in_stride, a);
+}
+
+// First index i in [0, n) with lo <= i*step + off (step > 0), and one past
+// the last with i*step + off < hi.
+inline void valid_range(int64_t off, int64_t step, int64_t lo, int64_t hi, int64_t n, int64_t& begin,
+                        int64_t& end) {
+  // i >= ceil((lo - off) / step), i <= floor((hi - 1 - off) / step)
+  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  begin = std::max<int64_t>(0, -floor_div(off - lo, step));
+  end = std::min<int64_t>(n, floor_div(hi - 1 - off, step) + 1);
+  if (end < begin) end = begin;
+}
+
+// Direct loops (float64, and the float32 fallback), any input strides.
+template <class T>
+void conv_direct(const ConvShape& s, const View& x, const View& w, const View* bias, T* out) {
+  const int64_t cg = s.C / s.G, kg = s.K / s.G;
+  const T* X = reinterpret_cast<const T*>(x.data);
+  const T* Wt = reinterpret_cast<const T*>(w.data);
+  parallel_for(s.N * s.K, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nk = begin; nk < end; ++nk) {
+      const int64_t n = nk / s.K, k = nk % s.K, g = k / kg;
+      T* o = out + nk * s.OH * s.OW;
+      const T b0 = bias ? reinterpret_cast<const T*>(bias->data)[k * bias->strides[0]] : T(0);
+      std::fill(o, o + s.OH * s.OW, b0);
+      for (int64_t c = 0; c < cg; ++c) {
+        const int64_t ci = g * cg + c;
+        const T* xp = X + n * x.strides[0] + ci * x.strides[1];
+        for (int64_t r = 0; r < s.R; ++r) {
+          for (int64_t q = 0; q < s.S; ++q) {
+            const T wv = Wt[k * w.strides[0] + c * w.strides[1] + r * w.strides[2] + q * w.strides[3]];
+            int64_t ow0, ow1, oh0, oh1;
+            valid_range(q * s.dw - s.pl, s.sw, 0, s.W, s.OW, ow0, ow1);
+            valid_range(r * s.dh - s.pt, s.sh, 0, s.H, s.OH, oh0, oh1);
+            for (int64_t oh = oh0; oh < oh1; ++oh) {
+              const int64_t ih = oh * s.sh - s.pt + r * s.dh;
+              const int64_t iw0 = ow0 * s.sw - s.pl + q * s.dw;
+              axpy_strided(o + oh * s.OW + ow0, xp + ih * x.strides[2] + iw0 * x.strides[3],
+                           ow1 - ow0, s.sw * x.strides[3], wv);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void conv_transpose_direct(const ConvShape& s, const View& x, const View& w, const View* bias, T* out) {
+  const int64_t cg = s.C / s.G, kg = s.K / s.G;
+  const T* X = reinterpret_cast<const T*>(x.data);
+  const T* Wt = reinterpret_cast<const T*>(w.data);
+  parallel_for(s.N * s.K, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nk = begin; nk < end; ++nk) {
+      const int64_t n = nk / s.K, k = nk % s.K, g = k / kg, kl = k % kg;
+      T* o = out + nk * s.OH * s.OW;
+      const T b0 = bias ? reinterpret_cast<const T*>(bias->data)[k * bias->strides[0]] : T(0);
+      std::fill(o, o + s.OH * s.OW, b0);
+      for (int64_t c = 0; c < cg; ++c) {
+        const int64_t ci = g * cg + c;
+        const T* xp = X + n * x.strides[0] + ci * x.strides[1];
+        for (int64_t r = 0; r < s.R; ++r) {
+          for (int64_t q = 0; q < s.S; ++q) {
+            const T wv = Wt[ci * w.strides[0] + kl * w.strides[1] + r * w.strides[2] + q * w.strides[3]];
+            // oh = ih*sh - pt + r*dh in [0, OH)
+            int64_t ih0, ih1, iw0, iw1;
+            valid_range(r * s.dh - s.pt, s.sh, 0, s.OH, s.H, ih0, ih1);
+            valid_range(q * s.dw - s.pl, s.sw, 0, s.OW, s.W, iw0, iw1);
+            for (int64_t ih = ih0; ih < ih1; ++ih) {
+              const int64_t oh = ih * s.sh - s.pt + r * s.dh;
+              T* orow = o + oh * s.OW;
+              const T* xrow = xp + ih * x.strides[2];
+              for (int64_t iw = iw0; iw < iw1; ++iw) {
+                orow[iw * s.sw - s.pl + q * s.dw] += wv * xrow[iw * x.strides[3]];
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------- driver --
+
+// out[n, k, :, :] = bias[k] (0 without bias).
+void fill_bias(const ConvShape& s, const View* bias, cd_dtype_t dt, char* out) {
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_floating_v<T>) {
+      T* o = reinterpret_cast<T*>(out);
+      const int64_t plane = s.OH * s.OW;
+      for (int64_t nk = 0; nk < s.N * s.K; ++nk) {
+        const T v = bias ? reinterpret_cast<const T*>(bias->data)[(nk % s.K) * bias->strides[0]]
+                         : store<T>(0.0f);
+        std::fill(o + nk * plane, o + (nk + 1) * plane, v);
+      }
+    }
+  });
+}
+
+bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias,
+                const HostTensor& out);
+
+// Runs on the stream's worker.
+void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out) {
+  for (const HostTensor& t : in) t.range.check_live("input");
+  out.range.check_live("output 0");
+  const cd_dtype_t dt = out.dtype;
+  View x = to_view(in[0]), w = to_view(in[1]);
+  std::unique_ptr<View> bias;
+  if (in.size() == 3) bias = std::make_unique<View>(to_view(in[2]));
+  if (x.numel() == 0 || w.numel() == 0) {  // no input channels: the bias alone
+    fill_bias(s, bias.get(), dt, out.origin);
+    return;
+  }
+  if (dt == CD_DTYPE_FLOAT64) {
+    if (s.transposed) {
+      conv_transpose_direct(s, x, w, bias.get(), reinterpret_cast<double*>(out.origin));
+    } else {
+      conv_direct(s, x, w, bias.get(), reinterpret_cast<double*>(out.origin));
+    }
+    return;
+  }
+  if (!run_onednn(s, dt, x, w, bias.get(), out)) {
+    // oneDNN refused the problem: direct loops in float32, rounded once.
+    Buffer xb, wb, bb, ob;
+    const View xf = materialize(x, CD_DTYPE_FLOAT32, xb), wf = materialize(w, CD_DTYPE_FLOAT32, wb);
+    std::unique_ptr<View> bf;
+    if (bias) bf = std::make_unique<View>(materialize(*bias, CD_DTYPE_FLOAT32, bb));
+    float* dst = reinterpret_cast<float*>(out.origin);
+    if (dt != CD_DTYPE_FLOAT32) {
+      ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
+      dst = ob.as<float>();
+    }
+    if (s.transposed) {
+      conv_transpose_direct(s, xf, wf, bf.get(), dst);
+    } else {
+      conv_direct(s, xf, wf, bf.get(), dst);
+    }
+    if (dt != CD_DTYPE_FLOAT32) store_from_f32(dst, dt, out.origin, out.numel);
+  }
+}
+
+// float32 / bfloat16 through oneDNN (float16 through float32); false if
+// oneDNN has no implementation for the problem.
+bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias,
+                const HostTensor& out) {
+  // oneDNN: float32 / bfloat16 as they are, float16 through float32.
+  const cd_dtype_t cdt = dt == CD_DTYPE_FLOAT16 ? CD_DTYPE_FLOAT32 : dt;
+  Buffer xb, wb, bb, ob;
+  if (x.dtype != cdt || !positive_strides(x)) x = materialize(x, cdt, xb);
+  if (w.dtype != cdt || !positive_strides(w)) w = materialize(w, cdt, wb);
+  const float* bias_f32 = nullptr;
+  if (bias != nullptr) bias_f32 = reinterpret_cast<const float*>(materialize(*bias, CD_DTYPE_FLOAT32, bb).data);
+  char* dst = out.origin;
+  if (cdt != dt) {
+    ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
+    dst = static_cast<char*>(ob.data());
+  }
+  const std::vector<int64_t> out_strides{s.K * s.OH * s.OW, s.OH * s.OW, s.OW, 1};
+  int64_t oh = s.OH, ow = s.OW;
+  if (s.transposed) {  // rows / columns that only output_padding adds: bias only
+    oh -= std::max<int64_t>(s.oph - s.pb, 0);
+    ow -= std::max<int64_t>(s.opw - s.pr, 0);
+  }
+  if (!onednn_conv(s, cdt, x, w, bias_f32, dst, out_strides, oh, ow)) return false;
+  if (oh != s.OH || ow != s.OW) {
+    const size_t item = dtype_size(cdt);
+    parallel_for(s.N * s.K, 64, [&](int64_t b, int64_t e) {
+      for (int64_t nk = b; nk < e; ++nk) {
+        const float bv = bias_f32 ? bias_f32[nk % s.K] : 0.0f;
+        char* plane = dst + static_cast<size_t>(nk * s.OH * s.OW) * item;
+        for (int64_t h = 0; h < s.OH; ++h) {
+          for (int64_t q = (h < oh ? ow : 0); q < s.OW; ++q) {
+            char* p = plane + static_cast<size_t>(h * s.OW + q) * item;
+            if (cdt == CD_DTYPE_FLOAT32) {
+              std::memcpy(p, &bv, sizeof(float));
+            } else {
+              const bfloat16_t v = float_to_bf16(bv);
+              std::memcpy(p, &v, sizeof(v));
+            }
+          }
+        }
+      }
+    });
+  }
+  if (cdt != dt) store_from_f32(ob.as<float>(), dt, out.origin, out.numel);
+  return true;
+}
+
+void enqueue_conv(const cd_kernel_context* ctx, bool transposed) {
+  check_context(ctx, 2, 3);
+  std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
+  std::vector<HostTensor> in;
+  for (int32_t i = 0; i < ctx->num_inputs; ++i) in.push_back(input(ctx, i));
+  HostTensor out = output(ctx);
+  check_same_dtype(in, out);
+  const ConvShape s = read_shape(ctx, in[0], in[1], in.size() == 3 ? &in[2] : nullptr, out, transposed);
+  if (out.numel == 0) return;
+  stream->enqueue(transposed ? "conv_transpose2d" : "conv2d",
+                  [s, in = std::move(in), out = std::move(out)] { run_conv(s, in, out); });
+}
+
+cd_error* conv2d_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("conv2d", [ctx] { enqueue_conv(ctx, false); });
+}
+
+cd_error* conv_transpose2d_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("conv_transpose2d", [ctx] { enqueue_conv(ctx, true); });
+}
+
+}  // namespace
+
+void register_conv(cd_kernel_registry* registry) {
+  for (cd_dtype_t t : kFloatTypes) {
+    const cd_dtype_t sig[4] = {t, t, t, t};
+    register_kernel(registry, "conv2d", sig, 4, conv2d_kernel);
+    register_kernel(registry, "conv_transpose2d", sig, 4, conv_transpose2d_kernel);
+  }
+}
+
+}  // namespace linalg
+}  // namespace chipdock_cpu

@@ -1,0 +1,92 @@
+// The oneDNN side of the CPU kernels: one cached CPU engine, dtype mapping,
+// memory descriptors from strided views, a primitive cache keyed by the
+// problem description, and execution with a user-provided scratchpad (so
+// one primitive may run on several stream threads at once).
+#ifndef CHIPDOCK_CPU_KERNELS_ONEDNN_H_
+#define CHIPDOCK_CPU_KERNELS_ONEDNN_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "chipdock/cd_base.h"
+
+namespace chipdock_cpu {
+namespace onednn {
+
+// The process-wide CPU engine (created on first use; thread-safe).
+const dnnl::engine& engine();
+
+// float32 / bfloat16 map to oneDNN types (float16 and float64 are not run
+// through oneDNN 2.6 on CPU); int8/uint8/int32 too. Throws INTERNAL otherwise.
+dnnl::memory::data_type to_dnnl(cd_dtype_t dtype);
+
+// A plain descriptor with explicit strides (elements). Throws on failure.
+dnnl::memory::desc strided_desc(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                                cd_dtype_t dtype);
+
+// Primitive attributes with a user-managed scratchpad.
+dnnl::primitive_attr user_scratchpad_attr();
+
+// True if the implementation is oneDNN's slow reference code ("ref:any").
+bool is_reference(const char* impl_info);
+
+// A cache key built from integers, doubles and tags.
+class Key {
+ public:
+  explicit Key(const char* kind) : text_(kind) {}
+  Key& add(int64_t v);
+  Key& add(double v);
+  Key& add(const std::vector<int64_t>& v);
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+};
+
+// Process-wide LRU cache of type-erased entries (primitives with what they
+// need). `make` runs outside the lock; two threads may build the same entry
+// and the later one wins, which is harmless.
+std::shared_ptr<void> cached(const Key& key, const std::function<std::shared_ptr<void>()>& make);
+
+template <class T>
+std::shared_ptr<T> cached_as(const Key& key, const std::function<std::shared_ptr<T>()>& make) {
+  return std::static_pointer_cast<T>(cached(key, [&]() -> std::shared_ptr<void> { return make(); }));
+}
+
+// Runs `prim` on a fresh stream of the calling thread and waits; provides a
+// scratchpad of `scratch` (the primitive's scratchpad_desc) when non-empty.
+void execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> args,
+             const dnnl::memory::desc& scratch);
+
+// A memory object over host `data` (no ownership).
+dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
+
+// Work below this many flops runs on the calling thread alone: an OpenMP
+// barrier costs more than the work, and far more on a loaded machine.
+constexpr double kSmallWork = 4e6;
+
+// While alive, oneDNN (and OpenMP) on this thread use one thread when
+// `single` is true. Create and execute a primitive under the same setting
+// (oneDNN fixes some thread partitions when it creates a primitive), and
+// put `single` in its cache key.
+class ThreadScope {
+ public:
+  explicit ThreadScope(bool single);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
+}  // namespace onednn
+}  // namespace chipdock_cpu
+
+#endif  // CHIPDOCK_CPU_KERNELS_ONEDNN_H_

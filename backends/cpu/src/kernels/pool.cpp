@@ -1,0 +1,496 @@
+// max_pool2d, avg_pool2d and global_avg_pool over x (N, C, ...) with any
+// strides; outputs are contiguous.
+//
+// Window rule (PyTorch's): output row oh covers input rows
+// oh*stride - pad_top + i*dilation, i < kernel; the output size comes from
+// the dispatcher (ceil_mode included) and is checked here.
+//
+// max_pool2d: every numeric dtype, own loops; padding counts as -inf (the
+// lowest value for integers) and NaN propagates (oneDNN 2.6's max pooling
+// drops NaN and has no int16/int64/float64). Exact.
+//
+// avg_pool2d: float32 / bfloat16 run through oneDNN when its semantics match
+// PyTorch's; otherwise (float16, float64, and a ceil_mode window that runs
+// past the bottom/right padding with count_include_pad) own loops. The
+// divisor is PyTorch's: with count_include_pad, the window clipped to the
+// padded input [-pad_begin, size + pad_end); without, the number of input
+// elements in it. Sums in float32 (float64 for float64).
+//
+// global_avg_pool: mean over all dims after the first two, summed in float64.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "../error.h"
+#include "../stream.h"
+#include "kernels.h"
+#include "linalg_common.h"
+#include "numeric.h"
+#include "onednn.h"
+
+namespace chipdock_cpu {
+namespace linalg {
+namespace {
+
+struct PoolShape {
+  int64_t N = 0, C = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  bool ceil_mode = false, include_pad = false;
+};
+
+int64_t pool_out(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel, int64_t stride,
+                 int64_t dilation, bool ceil_mode) {
+  const int64_t span = in + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+  if (span < 0) return 0;
+  int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  return out;
+}
+
+PoolShape read_pool(const cd_kernel_context* ctx, const HostTensor& x, const HostTensor& out,
+                    bool is_max) {
+  require_ndim(x, 4, "x");
+  require_ndim(out, 4, "the output");
+  PoolShape s;
+  const auto kernel = attr_ints(ctx, "kernel", 2, {});
+  auto stride = attr_ints(ctx, "stride", -1, {});
+  if (stride.empty()) stride = kernel;
+  if (stride.size() != 2) fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'stride' must have 2 values");
+  const auto pad = attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
+  const auto dil = is_max ? attr_ints(ctx, "dilation", 2, {1, 1}) : std::vector<int64_t>{1, 1};
+  s.kh = kernel[0];
+  s.kw = kernel[1];
+  s.sh = stride[0];
+  s.sw = stride[1];
+  s.dh = dil[0];
+  s.dw = dil[1];
+  s.pt = pad[0];
+  s.pl = pad[1];
+  s.pb = pad[2];
+  s.pr = pad[3];
+  s.ceil_mode = attr_int(ctx, "ceil_mode", 0) != 0;
+  s.include_pad = !is_max && attr_int(ctx, "count_include_pad", 0) != 0;
+  if (s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "kernel, stride and dilation must be >= 1");
+  }
+  for (int64_t p : pad) {
+    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
+  }
+  s.N = x.shape[0];
+  s.C = x.shape[1];
+  s.H = x.shape[2];
+  s.W = x.shape[3];
+  s.OH = out.shape[2];
+  s.OW = out.shape[3];
+  const int64_t oh = pool_out(s.H, s.pt, s.pb, s.kh, s.sh, s.dh, s.ceil_mode);
+  const int64_t ow = pool_out(s.W, s.pl, s.pr, s.kw, s.sw, s.dw, s.ceil_mode);
+  if (out.shape[0] != s.N || out.shape[1] != s.C || s.OH != oh || s.OW != ow) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "output is (%lld, %lld, %lld, %lld); expected (%lld, %lld, "
+         "%lld, %lld)", static_cast<long long>(out.shape[0]), static_cast<long long>(out.shape[1]),
+         static_cast<long long>(s.OH), static_cast<long long>(s.OW), static_cast<long long>(s.N),
+         static_cast<long long>(s.C), static_cast<long long>(oh), static_cast<long long>(ow));
+  }
+  return s;
+}
+
+// Output positions i in [0, n) whose tap i*step + off lies in [0, size).
+inline void tap_range(int64_t off, int64_t step, int64_t size, int64_t n, int64_t& begin,
+                      int64_t& end) {
+  // i >= ceil(-off / step), i <= floor((size - 1 - off) / step)
+  begin = off >= 0 ? 0 : (-off + step - 1) / step;
+  const int64_t top = size - 1 - off;
+  end = top < 0 ? 0 : std::min<int64_t>(n, top / step + 1);
+  if (end < begin) end = begin;
+}
+
+// ---------------------------------------------------------------- rows --
+
+// acc[i] = max(acc[i], in[i * stride]), NaN-propagating for floats.
+template <class T, class A>
+inline void max_row(A* __restrict acc, const T* __restrict in, int64_t n, int64_t stride) {
+  if constexpr (std::is_floating_point_v<A>) {
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = load(in[i * stride]);
+      acc[i] = (v > acc[i] || v != v) ? v : acc[i];
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const A v = in[i * stride];
+      acc[i] = v > acc[i] ? v : acc[i];
+    }
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void max_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
+  if (stride == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = in[i];
+      acc[i] = (v > acc[i] || v != v) ? v : acc[i];
+    }
+  } else {
+    max_row(acc, in, n, stride);
+  }
+}
+
+template <class T, class A>
+inline void sum_row(A* __restrict acc, const T* __restrict in, int64_t n, int64_t stride) {
+  for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<A>(load(in[i * stride]));
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void sum_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
+  if (stride == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
+  } else {
+    sum_row(acc, in, n, stride);
+  }
+}
+
+template <class T>
+using acc_t = std::conditional_t<is_floating_v<T>, compute_t<T>, T>;
+
+template <class T, bool kMax>
+void pool_loops(const PoolShape& s, const View& x, T* out) {
+  using A = acc_t<T>;
+  const T* X = reinterpret_cast<const T*>(x.data);
+  const int64_t sN = x.strides[0], sC = x.strides[1], sH = x.strides[2], sW = x.strides[3];
+  const int64_t rows = s.N * s.C * s.OH;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * s.kh * s.kw));
+  // Per output column: the divisor's width factor (avg).
+  std::vector<A> wcount(static_cast<size_t>(s.OW));
+  if constexpr (!kMax) {
+    for (int64_t ow = 0; ow < s.OW; ++ow) {
+      const int64_t ws = ow * s.sw - s.pl;
+      int64_t we = std::min(ws + s.kw, s.W + s.pr);
+      int64_t cnt = we - ws;
+      if (!s.include_pad) cnt = std::min(we, s.W) - std::max<int64_t>(ws, 0);
+      wcount[static_cast<size_t>(ow)] = static_cast<A>(cnt);
+    }
+  }
+  parallel_guarded(rows, grain, [&](int64_t begin, int64_t end) {
+    std::vector<A> acc(static_cast<size_t>(s.OW));
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t oh = row % s.OH, nc = row / s.OH;
+      const int64_t n = nc / s.C, c = nc % s.C;
+      const T* plane = X + n * sN + c * sC;
+      if constexpr (kMax) {
+        std::fill(acc.begin(), acc.end(), is_floating_v<T> ? -std::numeric_limits<A>::infinity()
+                                                            : std::numeric_limits<A>::lowest());
+      } else {
+        std::fill(acc.begin(), acc.end(), A(0));
+      }
+      for (int64_t r = 0; r < s.kh; ++r) {
+        const int64_t ih = oh * s.sh - s.pt + r * s.dh;
+        if (ih < 0 || ih >= s.H) continue;
+        const T* in_row = plane + ih * sH;
+        for (int64_t q = 0; q < s.kw; ++q) {
+          const int64_t off = q * s.dw - s.pl;
+          int64_t b, e;
+          tap_range(off, s.sw, s.W, s.OW, b, e);
+          if (b >= e) continue;
+          const T* p = in_row + (b * s.sw + off) * sW;
+          if constexpr (kMax) {
+            if constexpr (std::is_same_v<T, float>) {
+              max_row_f32(acc.data() + b, p, e - b, s.sw * sW);
+            } else {
+              max_row(acc.data() + b, p, e - b, s.sw * sW);
+            }
+          } else {
+            if constexpr (std::is_same_v<T, float>) {
+              sum_row_f32(acc.data() + b, p, e - b, s.sw * sW);
+            } else {
+              sum_row(acc.data() + b, p, e - b, s.sw * sW);
+            }
+          }
+        }
+      }
+      T* o = out + row * s.OW;
+      if constexpr (kMax) {
+        for (int64_t ow = 0; ow < s.OW; ++ow) o[ow] = store<T>(acc[static_cast<size_t>(ow)]);
+      } else {
+        const int64_t hs = oh * s.sh - s.pt;
+        const int64_t he = std::min(hs + s.kh, s.H + s.pb);
+        const A hc = static_cast<A>(s.include_pad ? he - hs
+                                                  : std::min(he, s.H) - std::max<int64_t>(hs, 0));
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          o[ow] = store<T>(acc[static_cast<size_t>(ow)] / (hc * wcount[static_cast<size_t>(ow)]));
+        }
+      }
+    }
+  });
+}
+
+// --------------------------------------------------------- oneDNN average --
+
+struct PoolPrimitive {
+  dnnl::pooling_forward prim;
+  dnnl::memory::desc src_md, dst_md, scratch_md;
+  bool usable = false;
+};
+
+// Average pooling through oneDNN if it matches PyTorch's semantics here and
+// oneDNN has a fast implementation; returns false otherwise.
+bool onednn_avg_pool(const PoolShape& s, const View& x, char* out) {
+  if (x.numel() == 0 || has_negative_stride(x)) return false;
+  for (size_t i = 0; i < 4; ++i) {
+    if (x.shape[i] > 1 && x.strides[i] == 0) return false;
+  }
+  // Effective bottom/right padding that produces the given output size.
+  const int64_t pb_eff = (s.OH - 1) * s.sh + s.kh - s.H - s.pt;
+  const int64_t pr_eff = (s.OW - 1) * s.sw + s.kw - s.W - s.pl;
+  if (s.include_pad && (pb_eff > s.pb || pr_eff > s.pr)) return false;
+  const bool single = static_cast<double>(s.N * s.C * s.OH * s.OW) * static_cast<double>(s.kh * s.kw) <
+                      onednn::kSmallWork / 4;
+  onednn::ThreadScope threads(single);
+  onednn::Key key("avgpool");
+  key.add(static_cast<int64_t>(x.dtype)).add(x.shape).add(x.strides);
+  key.add(std::vector<int64_t>{s.OH, s.OW, s.kh, s.kw, s.sh, s.sw, s.pt, s.pl, pb_eff, pr_eff,
+                               s.include_pad, single});
+  auto entry = onednn::cached_as<PoolPrimitive>(key, [&] {
+    auto e = std::make_shared<PoolPrimitive>();
+    e->src_md = onednn::strided_desc(x.shape, x.strides, x.dtype);
+    e->dst_md = onednn::strided_desc({s.N, s.C, s.OH, s.OW},
+                                     {s.C * s.OH * s.OW, s.OH * s.OW, s.OW, 1}, x.dtype);
+    try {
+      dnnl::pooling_forward::primitive_desc pd(
+          dnnl::pooling_forward::desc(
+              dnnl::prop_kind::forward_inference,
+              s.include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                            : dnnl::algorithm::pooling_avg_exclude_padding,
+              e->src_md, e->dst_md, {s.sh, s.sw}, {s.kh, s.kw}, {s.pt, s.pl},
+              {std::max<int64_t>(pb_eff, 0), std::max<int64_t>(pr_eff, 0)}),
+          onednn::user_scratchpad_attr(), onednn::engine());
+      e->usable = !onednn::is_reference(pd.impl_info_str());
+      e->scratch_md = pd.scratchpad_desc();
+      e->prim = dnnl::pooling_forward(pd);
+    } catch (const dnnl::error&) {
+      e->usable = false;
+    }
+    return e;
+  });
+  if (!entry->usable) return false;
+  onednn::execute(entry->prim,
+                  {{DNNL_ARG_SRC, onednn::wrap(entry->src_md, x.data)},
+                   {DNNL_ARG_DST, onednn::wrap(entry->dst_md, out)}},
+                  entry->scratch_md);
+  return true;
+}
+
+// ---------------------------------------------------------------- kernels --
+
+void run_pool(const PoolShape& s, const HostTensor& in, const HostTensor& out, bool is_max) {
+  in.range.check_live("input 0");
+  out.range.check_live("output 0");
+  const View x = to_view(in);
+  if (x.dtype == CD_DTYPE_FLOAT16) {
+    // Through float32 (vectorized conversions; the max is exact either way).
+    Buffer xb, ob(static_cast<size_t>(out.numel) * sizeof(float));
+    const View xf = materialize(x, CD_DTYPE_FLOAT32, xb);
+    if (is_max) {
+      pool_loops<float, true>(s, xf, ob.as<float>());
+    } else if (!onednn_avg_pool(s, xf, static_cast<char*>(ob.data()))) {
+      pool_loops<float, false>(s, xf, ob.as<float>());
+    }
+    store_from_f32(ob.as<float>(), CD_DTYPE_FLOAT16, out.origin, out.numel);
+    return;
+  }
+  if (!is_max && (x.dtype == CD_DTYPE_FLOAT32 || x.dtype == CD_DTYPE_BFLOAT16) &&
+      onednn_avg_pool(s, x, out.origin)) {
+    return;
+  }
+  const bool ok = dispatch_dtype(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail(CD_STATUS_INVALID_ARGUMENT, "pooling does not take bool");
+    } else if (is_max) {
+      pool_loops<T, true>(s, x, reinterpret_cast<T*>(out.origin));
+    } else if constexpr (is_floating_v<T>) {
+      pool_loops<T, false>(s, x, reinterpret_cast<T*>(out.origin));
+    } else {
+      fail(CD_STATUS_INVALID_ARGUMENT, "avg_pool2d does not take %s", dtype_name(x.dtype));
+    }
+  });
+  if (!ok) fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", x.dtype);
+}
+
+void enqueue_pool(const cd_kernel_context* ctx, bool is_max) {
+  check_context(ctx, 1, 1);
+  std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
+  HostTensor in = input(ctx, 0);
+  HostTensor out = output(ctx);
+  check_same_dtype({in}, out);
+  if (in.dtype == CD_DTYPE_BOOL || (!is_max && !(in.dtype == CD_DTYPE_FLOAT32 ||
+                                                 in.dtype == CD_DTYPE_FLOAT16 ||
+                                                 in.dtype == CD_DTYPE_BFLOAT16 ||
+                                                 in.dtype == CD_DTYPE_FLOAT64))) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s does not take %s", is_max ? "max_pool2d" : "avg_pool2d",
+         dtype_name(in.dtype));
+  }
+  const PoolShape s = read_pool(ctx, in, out, is_max);
+  if (out.numel == 0) return;
+  stream->enqueue(is_max ? "max_pool2d" : "avg_pool2d",
+                  [s, in = std::move(in), out = std::move(out), is_max] { run_pool(s, in, out, is_max); });
+}
+
+cd_error* max_pool2d_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("max_pool2d", [ctx] { enqueue_pool(ctx, true); });
+}
+
+cd_error* avg_pool2d_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("avg_pool2d", [ctx] { enqueue_pool(ctx, false); });
+}
+
+// -------------------------------------------------------- global average --
+
+template <class T>
+double sum_strided(const T* p, int64_t n, int64_t stride) {
+  double acc = 0.0;
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(load(p[i * stride]));
+  return acc;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+double sum_f32(const float* p, int64_t n) {
+  double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(p[i]);
+  return acc;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+double sum_f64(const double* p, int64_t n) {
+  double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+  for (int64_t i = 0; i < n; ++i) acc += p[i];
+  return acc;
+}
+
+void run_global(const HostTensor& in, const HostTensor& out) {
+  in.range.check_live("input 0");
+  out.range.check_live("output 0");
+  View x = to_view(in);
+  Buffer xb;
+  if (x.dtype == CD_DTYPE_FLOAT16) x = materialize(x, CD_DTYPE_FLOAT32, xb);  // vectorized conversion
+  // Spatial dims, size-1 dropped and mergeable neighbours merged.
+  std::vector<int64_t> shape, strides;
+  for (size_t i = 2; i < x.ndim(); ++i) {
+    if (x.shape[i] == 1) continue;
+    if (!shape.empty() && strides.back() == x.strides[i] * x.shape[i]) {
+      shape.back() *= x.shape[i];
+      strides.back() = x.strides[i];
+      continue;
+    }
+    shape.push_back(x.shape[i]);
+    strides.push_back(x.strides[i]);
+  }
+  if (shape.empty()) {
+    shape.push_back(1);
+    strides.push_back(1);
+  }
+  const int64_t inner = shape.back(), inner_stride = strides.back();
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  const int64_t planes = x.shape[0] * x.shape[1];
+  dispatch_dtype(x.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_floating_v<T>) {
+      const T* X = reinterpret_cast<const T*>(x.data);
+      auto write = [&](int64_t i, double v) {
+        if (out.dtype == CD_DTYPE_FLOAT16) {
+          reinterpret_cast<float16_t*>(out.origin)[i] = static_cast<float16_t>(v);
+        } else {
+          reinterpret_cast<T*>(out.origin)[i] = store<T>(v);
+        }
+      };
+      parallel_guarded(planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(count, 1)),
+                   [&](int64_t b, int64_t e) {
+        std::vector<int64_t> index(shape.size(), 0);
+        for (int64_t pl = b; pl < e; ++pl) {
+          const T* base = X + (pl / x.shape[1]) * x.strides[0] + (pl % x.shape[1]) * x.strides[1];
+          double acc = 0.0;
+          if (count == 0) {  // the mean of nothing
+            write(pl, std::numeric_limits<double>::quiet_NaN());
+            continue;
+          }
+          // Odometer over the outer spatial dims, a row loop inside.
+          std::fill(index.begin(), index.end(), 0);
+          int64_t off = 0;
+          for (;;) {
+            const T* p = base + off;
+            if constexpr (std::is_same_v<T, float>) {
+              acc += inner_stride == 1 ? sum_f32(p, inner) : sum_strided(p, inner, inner_stride);
+            } else if constexpr (std::is_same_v<T, double>) {
+              acc += inner_stride == 1 ? sum_f64(p, inner) : sum_strided(p, inner, inner_stride);
+            } else {
+              acc += sum_strided(p, inner, inner_stride);
+            }
+            size_t k = shape.size() - 1;
+            bool done = true;
+            while (k-- > 0) {
+              off += strides[k];
+              if (++index[k] < shape[k]) {
+                done = false;
+                break;
+              }
+              off -= strides[k] * shape[k];
+              index[k] = 0;
+            }
+            if (done) break;
+          }
+          write(pl, acc / static_cast<double>(count));
+        }
+      });
+    }
+  });
+}
+
+void enqueue_global(const cd_kernel_context* ctx) {
+  check_context(ctx, 1, 1);
+  std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
+  HostTensor in = input(ctx, 0);
+  HostTensor out = output(ctx);
+  check_same_dtype({in}, out);
+  if (!(in.dtype == CD_DTYPE_FLOAT32 || in.dtype == CD_DTYPE_FLOAT16 ||
+        in.dtype == CD_DTYPE_BFLOAT16 || in.dtype == CD_DTYPE_FLOAT64)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "global_avg_pool does not take %s", dtype_name(in.dtype));
+  }
+  if (in.shape.size() < 2) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "x must be (N, C, ...), got %zu dims", in.shape.size());
+  }
+  bool ok = out.shape.size() == in.shape.size();
+  for (size_t i = 0; ok && i < in.shape.size(); ++i) {
+    ok = out.shape[i] == (i < 2 ? in.shape[i] : 1);
+  }
+  if (!ok) fail(CD_STATUS_INVALID_ARGUMENT, "output must be x's shape with spatial dims of size 1");
+  if (out.numel == 0) return;
+  stream->enqueue("global_avg_pool", [in = std::move(in), out = std::move(out)] { run_global(in, out); });
+}
+
+cd_error* global_avg_pool_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("global_avg_pool", [ctx] { enqueue_global(ctx); });
+}
+
+}  // namespace
+
+void register_pool(cd_kernel_registry* registry) {
+  static const cd_dtype_t kNumeric[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,
+                                        CD_DTYPE_FLOAT64, CD_DTYPE_INT8,    CD_DTYPE_INT16,
+                                        CD_DTYPE_INT32,   CD_DTYPE_INT64,   CD_DTYPE_UINT8};
+  for (cd_dtype_t t : kNumeric) {
+    const cd_dtype_t sig[2] = {t, t};
+    register_kernel(registry, "max_pool2d", sig, 2, max_pool2d_kernel);
+  }
+  for (cd_dtype_t t : kFloatTypes) {
+    const cd_dtype_t sig[2] = {t, t};
+    register_kernel(registry, "avg_pool2d", sig, 2, avg_pool2d_kernel);
+    register_kernel(registry, "global_avg_pool", sig, 2, global_avg_pool_kernel);
+  }
+}
+
+}  // namespace linalg
+}  // namespace chipdock_cpu
