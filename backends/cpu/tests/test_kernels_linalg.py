@@ -79,7 +79,8 @@ def dev(a, dtype, layout="contig"):
 def expand(t, shape):
     """`t` viewed as `shape` (NumPy broadcasting, stride 0), like the dispatcher does."""
     lead = len(shape) - t.ndim
-    strides = [0] * lead + [0 if (d == 1 and s != 1) else st for d, s, st in zip(t.shape, shape[lead:], t.stride())]
+    pairs = zip(t.shape, shape[lead:], t.stride(), strict=True)
+    strides = [0] * lead + [0 if (d == 1 and s != 1) else st for d, s, st in pairs]
     return t.as_strided(tuple(shape), strides, t.storage_offset())
 
 
@@ -101,7 +102,8 @@ def check_bound(got, want, bound, what=""):
     fin = ~special
     err = np.abs(got[fin] - want[fin])
     lim = np.broadcast_to(bound, want.shape)[fin]
-    assert np.all(err <= lim), f"{what}: max error {err.max():.3g}, worst ratio {np.max(err / np.maximum(lim, 1e-300)):.3g}"
+    worst = np.max(err / np.maximum(lim, 1e-300))
+    assert np.all(err <= lim), f"{what}: max error {err.max():.3g}, worst ratio {worst:.3g}"
 
 
 def matmul_bound(a, b, dtype, k, extra=None):
@@ -338,7 +340,9 @@ def conv_transpose2d_ref(x, w, b, stride, pad, out_pad, dil, groups):
     cg = c // groups
     oh = (h - 1) * sh - pt - pb + dh * (r - 1) + out_pad[0] + 1
     ow = (wd - 1) * sw - pl - pr + dw * (s - 1) + out_pad[1] + 1
-    canvas = np.zeros((n, k, (h - 1) * sh + dh * (r - 1) + 1 + out_pad[0], (wd - 1) * sw + dw * (s - 1) + 1 + out_pad[1]))
+    out_h = (h - 1) * sh + dh * (r - 1) + 1 + out_pad[0]
+    out_w = (wd - 1) * sw + dw * (s - 1) + 1 + out_pad[1]
+    canvas = np.zeros((n, k, out_h, out_w))
     for i in range(r):
         for j in range(s):
             for g in range(groups):
@@ -590,8 +594,8 @@ def attention_ref(q, k, v, mask, causal, scale):
     if mask is not None:
         s = s + mask
     if causal:
-        l, sl = s.shape[-2:]
-        s = np.where(np.arange(sl)[None, :] > np.arange(l)[:, None], -np.inf, s)
+        rows, sl = s.shape[-2:]
+        s = np.where(np.arange(sl)[None, :] > np.arange(rows)[:, None], -np.inf, s)
     with np.errstate(invalid="ignore"):
         m = s.max(axis=-1, keepdims=True)
         e = np.exp(s - m)
@@ -725,7 +729,8 @@ def test_bad_inputs():
         _C.launch_kernel("global_avg_pool", [x], [cd.empty((1, 2, 5, 1), f32, DEV)], {}, None)
     q = cd.zeros((2, 4, 8), f32, DEV)
     with pytest.raises(cd.InvalidArgumentError):  # v's positions differ from k's
-        _C.launch_kernel("scaled_dot_product_attention", [q, cd.zeros((2, 5, 8), f32, DEV), cd.zeros((2, 6, 8), f32, DEV)],
+        zk, zv = cd.zeros((2, 5, 8), f32, DEV), cd.zeros((2, 6, 8), f32, DEV)
+        _C.launch_kernel("scaled_dot_product_attention", [q, zk, zv],
                          [cd.empty((2, 4, 8), f32, DEV)], {"causal": 0, "scale": 0.0}, [f32.code] * 5)
     with pytest.raises(cd.InvalidArgumentError):  # mask does not broadcast
         _C.launch_kernel("scaled_dot_product_attention", [q, q, q, cd.zeros((3, 4), f32, DEV)],
