@@ -170,6 +170,7 @@ def test_manifest_beside_library(build):
     assert (build["dir"] / manifest["library"]).is_file()
 
 
+@pytest.mark.slow  # a second full build of the backend (minutes on 2 cores)
 def test_standalone_build_without_the_kit(standalone_build, driver):
     """The fallback CMake path: same warnings policy, exports, manifest, behaviour."""
     assert "using cmake/standalone.cmake" in standalone_build["log"], standalone_build["log"]
@@ -275,6 +276,7 @@ def test_strict_mode_host_read_segfaults(build, driver):
 # --- packaging ---------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a third full build of the backend, through pip
 def test_wheel(tmp_path):
     """pip builds a py3-none-<platform> wheel with library, manifest and entry point."""
     pytest.importorskip("scikit_build_core")
