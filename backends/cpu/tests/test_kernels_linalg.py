@@ -222,7 +222,7 @@ def test_matmul_special_values(dtype):
 
 @pytest.mark.parametrize("shape", [(256, 288, 256), (96, 1024, 352), (64, 96, 2048)])
 def test_matmul_bfloat16_large(shape):
-    """Sizes that take the AMX path on CPUs that have it (oneDNN elsewhere)."""
+    """Large bfloat16 products (oneDNN's AMX kernels on CPUs that have them), NaN and inf included."""
     m, n, k = shape
     dtype = cd.bfloat16
     rng = np.random.default_rng(16)

@@ -8,8 +8,9 @@ compared with a float64 NumPy oracle computed from the same (rounded) inputs:
 bit-exact for max/min/argmax/argmin and integer sums/products/cumsum (which
 wrap in their own width), within an error bound elsewhere. Inputs come in
 several layouts (contiguous, transposed, strided with an offset, negative and
-zero strides, 0-d). The vector paths of every instruction-set level run in
-subprocesses (CHIPDOCK_CPU_ISA=avx2 / baseline).
+zero strides, 0-d). A cross-section also runs in subprocesses under
+CHIPDOCK_CPU_ISA=avx2 / baseline and under other OpenMP thread counts, and
+must give the same bits as here.
 """
 
 from __future__ import annotations
@@ -249,6 +250,9 @@ def test_reduce_special_values(dtype):
     assert np.isnan(red("max", [1, nan, 2] + [0] * 40))
     assert np.isnan(red("min", [0] * 40 + [1, nan, 2]))
     assert red("max", [-inf, 1, inf]) == inf and red("min", [-inf, 1, inf]) == -inf
+    big = float(ml_dtypes.finfo(T).max)  # their sum overflows: still no NaN
+    assert red("max", [big] * 40) == big and red("argmin", [big] * 40) == 0
+    assert red("max", [-inf] * 40) == -inf and red("argmax", [-inf] * 40) == 0
     # max/min order -0 below +0 (IEEE 754-2019 maximum/minimum), independent of position
     for values in ([-0.0, 0.0], [0.0, -0.0]):
         assert not np.signbit(red("max", values * 20))
@@ -400,6 +404,39 @@ def test_zero_stride_inputs():
     got = launch("layer_norm", [t, chipdock.tensor(g), chipdock.tensor(g)], values.shape, "float32",
                  {"epsilon": 1e-5})
     assert_close(got, ref, 1e-5 * (1 + np.abs(ref)), "layer_norm")
+
+
+@pytest.mark.parametrize("dtype", list(FLOATS) + ["int32"])
+def test_axis_ops_on_transposed_rows(dtype):
+    """Rows far apart in memory whose outer index runs along memory (a
+    transposed input, the axis stride large, forwards and backwards): read as
+    tiles of rows side by side."""
+    rng = np.random.default_rng(13)
+    for rows, n in ((40, 50), (100, 17), (33, 300)):
+        a = make((rows, n), dtype, rng)
+        flipped = np.ascontiguousarray(a[:, ::-1].T)  # (n, rows): row k holds a[:, n - 1 - k]
+        layouts = (("transposed", chipdock.tensor(np.ascontiguousarray(a.T)).transpose(0, 1)),
+                   ("transposed backwards", chipdock.tensor(flipped).as_strided((rows, n), (1, -rows),
+                                                                                (n - 1) * rows)))
+        for layout, t in layouts:
+            ops = ["cumsum"] if dtype in INTS else ["softmax", "log_softmax", "cumsum"]
+            for op in ops:
+                for ex, rev in ((0, 0), (1, 1)) if op == "cumsum" else ((0, 0),):
+                    attrs = {"axis": 1, "exclusive": ex, "reverse": rev} if op == "cumsum" else {"axis": 1}
+                    got = launch(op, [t], (rows, n), dtype, attrs)
+                    what = f"{op} {dtype} {(rows, n)} {layout} {attrs}"
+                    if op == "cumsum":
+                        ref = cumsum_oracle(a, 1, ex, rev, dtype)
+                        if dtype in INTS:
+                            assert_exact(got, ref, what)
+                        else:
+                            mag = cumsum_oracle(np.abs(f64(a)), 1, ex, rev, "float64")
+                            assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 4 * EPS_C[dtype] * mag, what)
+                    else:
+                        ref, dist = softmax_oracle(a, 1, op == "log_softmax")
+                        tol = (EPS_OUT[dtype] + 16 * EPS_C[dtype] * (1 + dist)) * np.abs(ref) + (
+                            32 * EPS_C[dtype] * (1 + dist) if op == "log_softmax" else 0)
+                        assert_close(got, ref, tol, what)
 
 
 CUMSUM_CASES = [((7, 33), 1), ((7, 33), 0), ((3, 4, 5), 1), ((3, 4, 5), 2), ((2, 5000), 1),
@@ -644,65 +681,127 @@ def test_bad_inputs():
 
 # ------------------------------------------------------- instruction sets --
 
-def isa_selfcheck() -> None:
-    """A cross-section of the kernels, run under each CHIPDOCK_CPU_ISA level."""
+def selfcheck() -> dict[str, np.ndarray]:
+    """A cross-section of the kernels, checked against the oracle; returns
+    every result, so that runs under other CHIPDOCK_CPU_ISA levels and thread
+    counts can be compared bit for bit."""
     rng = np.random.default_rng(11)
+    results = {}
+
+    def run(key, op, inputs, shape, dtype, attrs):
+        got = launch(op, [chipdock.tensor(v) for v in inputs], shape, dtype, attrs)
+        results[key] = got
+        return got
+
     for dtype in FLOATS:
-        for shape, axes, keep in (((37, 301), [1], 0), ((301, 37), [0], 0), ((5, 2100), [0, 1], 0)):
+        for shape, axes in (((37, 301), [1]), ((301, 37), [0]), ((5, 2100), [0, 1])):
             a = make(shape, dtype, rng)
-            for op in ("sum", "max", "min"):
-                ref = reduce_oracle(op, a, axes, keep, dtype)
-                got = launch(op, [chipdock.tensor(a)], ref.shape, dtype, {"axes": axes, "keepdims": keep})
-                if op == "sum":
-                    assert_close(got, ref, reduce_tolerance(op, a, axes, ref, dtype), op)
+            for op in ("sum", "prod", "max", "min"):
+                src = make(shape, dtype, rng, 0.9, 1.1) if op == "prod" else a
+                ref = reduce_oracle(op, src, axes, 0, dtype)
+                got = run(f"{op} {dtype} {shape}", op, [src], ref.shape, dtype, {"axes": axes, "keepdims": 0})
+                if op in ("sum", "prod"):
+                    assert_close(got, ref, reduce_tolerance(op, src, axes, ref, dtype), op)
                 else:
                     assert_exact(got, round_to(ref, dtype), op)
             ref = np.argmax(f64(a), axis=axes[0])
-            assert_exact(launch("argmax", [chipdock.tensor(a)], ref.shape, "int64",
-                                {"axis": axes[0], "keepdims": 0}), ref, "argmax")
+            assert_exact(run(f"argmax {dtype} {shape}", "argmax", [a], ref.shape, "int64",
+                             {"axis": axes[0], "keepdims": 0}), ref, "argmax")
         for axis in (0, 1):
             a = make((37, 301), dtype, rng, scale=3.0)
             for op in ("softmax", "log_softmax"):
                 ref, dist = softmax_oracle(a, axis, op == "log_softmax")
-                got = launch(op, [chipdock.tensor(a)], a.shape, dtype, {"axis": axis})
+                got = run(f"{op} {dtype} {axis}", op, [a], a.shape, dtype, {"axis": axis})
                 tol = (EPS_OUT[dtype] + 16 * EPS_C[dtype] * (1 + dist)) * np.abs(ref) + (
                     32 * EPS_C[dtype] * (1 + dist) if op == "log_softmax" else 0)
                 assert_close(got, ref, tol, f"{op} {dtype}")
             ref = cumsum_oracle(a, axis, 0, 0, dtype)
-            got = launch("cumsum", [chipdock.tensor(a)], a.shape, dtype,
-                         {"axis": axis, "exclusive": 0, "reverse": 0})
+            got = run(f"cumsum {dtype} {axis}", "cumsum", [a], a.shape, dtype,
+                      {"axis": axis, "exclusive": 0, "reverse": 0})
             mag = cumsum_oracle(np.abs(f64(a)), axis, 0, 0, "float64")
             assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 4 * EPS_C[dtype] * mag, "cumsum")
         x, g, b = make((33, 1030), dtype, rng), make(1030, dtype, rng), make(1030, dtype, rng)
-        ref = layer_norm_oracle(x, g, b, 1e-5, False)
-        got = launch("layer_norm", [chipdock.tensor(v) for v in (x, g, b)], x.shape, dtype, {"epsilon": 1e-5})
-        assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 2e-5 * (1 + np.abs(ref) * np.abs(f64(g))), "ln")
+        for op, ins in (("layer_norm", [x, g, b]), ("rms_norm", [x, g])):
+            ref = layer_norm_oracle(x, g, b if op == "layer_norm" else None, 1e-5, op == "rms_norm")
+            got = run(f"{op} {dtype}", op, ins, x.shape, dtype, {"epsilon": 1e-5})
+            assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 2e-5 * (1 + np.abs(ref) * np.abs(f64(g))), op)
+        x = make((2, 6, 7, 9), dtype, rng)
+        ref = group_norm_oracle(x, g[:6], b[:6], 3, 1e-5)
+        got = run(f"group_norm {dtype}", "group_norm", [x, g[:6], b[:6]], x.shape, dtype,
+                  {"num_groups": 3, "epsilon": 1e-5})
+        assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 1e-5 * (1 + np.abs(ref)), "group_norm")
+        ref = lrn_oracle(x, 3, 1e-2, 0.75, 1.0)
+        got = run(f"lrn {dtype}", "local_response_norm", [x], x.shape, dtype,
+                  {"size": 3, "alpha": 1e-2, "beta": 0.75, "bias": 1.0})
+        assert_close(got, ref, EPS_OUT[dtype] * np.abs(ref) + 1e-5 * (1 + np.abs(ref)), "lrn")
     for dtype in INTS:
         a = make((37, 301), dtype, rng)
         for axes in ([0], [1]):
-            assert_exact(launch("sum", [chipdock.tensor(a)], reduce_oracle("sum", a, axes, 0, dtype).shape,
-                                dtype, {"axes": axes, "keepdims": 0}),
-                         reduce_oracle("sum", a, axes, 0, dtype), "int sum")
-            assert_exact(launch("min", [chipdock.tensor(a)], reduce_oracle("min", a, axes, 0, dtype).shape,
-                                dtype, {"axes": axes, "keepdims": 0}),
-                         reduce_oracle("min", a, axes, 0, dtype), "int min")
+            for op in ("sum", "min"):
+                ref = reduce_oracle(op, a, axes, 0, dtype)
+                assert_exact(run(f"{op} {dtype} {axes}", op, [a], ref.shape, dtype, {"axes": axes, "keepdims": 0}),
+                             ref, f"{op} {dtype}")
+    # work split over the threads (one output; few columns, many rows)
+    a = rng.uniform(0, 1, 1_000_003).astype(np.float32)
+    got = run("sum split", "sum", [a], (), "float32", {"axes": [0], "keepdims": 0})
+    assert abs(float(got) - f64(a).sum()) <= 4 * 2.0**-24 * f64(a).sum()
+    p = rng.uniform(0.999, 1.001, 300_001)
+    run("prod split", "prod", [p], (), "float64", {"axes": [0], "keepdims": 0})
+    c = rng.uniform(0, 1, (200_003, 17)).astype(ml_dtypes.bfloat16)
+    run("column sum split", "sum", [c], (17,), "bfloat16", {"axes": [0], "keepdims": 0})
     # 16-bit conversions: every bit pattern survives a cumsum along a length-1 axis
     for dtype in ("float16", "bfloat16"):
         bits = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(FLOATS[dtype]).reshape(-1, 1)
-        got = launch("cumsum", [chipdock.tensor(bits)], bits.shape, dtype,
-                     {"axis": 1, "exclusive": 0, "reverse": 0})
+        got = run(f"{dtype} round trip", "cumsum", [bits], bits.shape, dtype,
+                  {"axis": 1, "exclusive": 0, "reverse": 0})
         assert_exact(got, bits, f"{dtype} round trip")
+        got = run(f"{dtype} sum of each", "sum", [bits], (65536,), dtype, {"axes": [1], "keepdims": 0})
+        assert_exact(got, bits[:, 0], f"{dtype} sum of one")
+    return results
 
 
-@pytest.mark.parametrize("isa", ["avx2", "baseline"])
-def test_instruction_set_levels(isa):
-    env = dict(os.environ, CHIPDOCK_CPU_ISA=isa)
+_SELFCHECK: dict[str, np.ndarray] = {}
+
+
+def selfcheck_here() -> dict[str, np.ndarray]:
+    if not _SELFCHECK:
+        _SELFCHECK.update(selfcheck())
+    return _SELFCHECK
+
+
+def selfcheck_elsewhere(tmp_path, **env) -> dict[str, np.ndarray]:
+    """selfcheck() in a fresh process with `env` added to the environment."""
+    out = tmp_path / "results.npz"
     here = str(Path(__file__).resolve().parent)
-    code = f"import sys; sys.path.insert(0, {here!r}); import test_kernels_reduce as t; t.isa_selfcheck(); print('ok')"
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0 and "ok" in done.stdout, done.stdout + done.stderr
+    code = (f"import sys; sys.path.insert(0, {here!r}); import numpy as np; import test_kernels_reduce as t; "
+            f"r = t.selfcheck(); np.savez({str(out)!r}, **{{k: t.bits_of(v) for k, v in r.items()}})")
+    done = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with np.load(out) as z:
+        return {k: z[k] for k in z.files}
+
+
+def bits_of(a) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+def assert_same_bits(theirs, what):
+    ours = selfcheck_here()
+    assert set(theirs) == set(ours)
+    differ = [k for k in ours if not np.array_equal(bits_of(ours[k]), theirs[k])]
+    assert not differ, f"{what}: different bits in {differ}"
 
 
 def test_default_instruction_set_level():
-    isa_selfcheck()
+    selfcheck_here()
+
+
+@pytest.mark.parametrize("isa", ["avx2", "baseline"])
+def test_every_instruction_set_level_gives_the_same_bits(isa, tmp_path):
+    assert_same_bits(selfcheck_elsewhere(tmp_path, CHIPDOCK_CPU_ISA=isa), f"CHIPDOCK_CPU_ISA={isa}")
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_thread_count_does_not_change_results(threads, tmp_path):
+    assert_same_bits(selfcheck_elsewhere(tmp_path, OMP_NUM_THREADS=threads), f"OMP_NUM_THREADS={threads}")

@@ -18,7 +18,6 @@
 // float32 (oneDNN 2.6 has no f16 matmul on CPU) and rounded once; float64
 // uses the blocked loop of linalg_f64.cpp.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -277,9 +276,6 @@ void f64_matmul(const Plan& p, double* out, double alpha, double beta) {
   }
 }
 
-// Large plain bfloat16 products go to the AMX kernel (linalg_amx.cpp).
-constexpr double kAmxWork = 3.2e7;
-
 // Runs a planned product in any float dtype into the contiguous output
 // `out` (dtype p.dtype). With `c` (a view broadcast to the output shape),
 // out = alpha * a @ b + beta * c; beta == 0 ignores c.
@@ -322,13 +318,6 @@ void run_plan(Plan p, char* out, double alpha, const View* c, double beta) {
     return;
   }
   if (use_c) copy_convert(*c, dt, out);
-  if (dt == CD_DTYPE_BFLOAT16 && p.batch.empty() && p.a.cs == 1 && p.b.cs == 1 &&
-      2.0 * static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K) >= kAmxWork &&
-      !std::getenv("CD_NO_AMX") &&
-      amx_bf16_gemm(p.M, p.N, p.K, p.a.data, p.a.rs, p.b.data, p.b.rs, out, p.N,
-                    static_cast<float>(alpha), use_c, static_cast<float>(beta))) {
-    return;
-  }
   onednn_matmul(p, out, static_cast<float>(alpha), use_c, static_cast<float>(beta), true, p.N);
 }
 

@@ -149,14 +149,6 @@ void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, in
 void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, int64_t a_cs,
                 const float* B, int64_t b_rs, int64_t b_cs, float* C, int64_t ldc);
 
-// bfloat16 C = alpha * A[M,K] @ B[K,N] (+ beta * C when `sum`) on AMX tiles
-// (linalg_amx.cpp); A, B, C row-major with leading dims lda, ldb, ldc.
-// Returns false, having done nothing, unless the CPU and the OS offer AMX
-// and M, N, K are multiples of 32.
-bool amx_bf16_gemm(int64_t M, int64_t N, int64_t K, const void* A, int64_t lda, const void* B,
-                   int64_t ldb, void* C, int64_t ldc, float alpha, bool sum, float beta);
-bool amx_bf16_usable();
-
 // ---------------------------------------------------------- registration --
 
 void register_conv(cd_kernel_registry* registry);       // conv.cpp

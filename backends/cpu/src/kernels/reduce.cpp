@@ -12,6 +12,19 @@ namespace red {
 
 // --- instruction-set level ----------------------------------------------------------
 
+// The backend's shared level (kernels/isa.h: CPU features, capped by
+// CHIPDOCK_CPU_ISA through config.h) when it has one; else detected here the
+// same way.
+#if __has_include("isa.h")
+}  // namespace red
+}  // namespace chipdock_cpu
+#include "isa.h"
+namespace chipdock_cpu {
+namespace red {
+
+int active_isa() { return static_cast<int>(kernel_isa()); }
+
+#else
 namespace {
 
 int detect_isa() {
@@ -42,6 +55,7 @@ int active_isa() {
   static const int isa = detect_isa();
   return isa;
 }
+#endif
 
 // --- the plan ---------------------------------------------------------------------------
 

@@ -8,7 +8,9 @@
 // instruction-set level, inside `#pragma GCC target` regions and namespaces
 // isa_avx512 / isa_avx2 / isa_base; active_isa() picks one at run time, so
 // the library still runs on plain x86-64 (and builds elsewhere with only the
-// baseline).
+// baseline). Results are the same bits at every level and for any number of
+// threads: sums and products use fixed lane sets and pairwise trees, and
+// work split over threads cuts along those trees.
 #ifndef CHIPDOCK_CPU_KERNELS_REDUCE_COMMON_H_
 #define CHIPDOCK_CPU_KERNELS_REDUCE_COMMON_H_
 

@@ -5,12 +5,15 @@
 //
 // Two drivers cover every layout (see ReducePlan):
 //   rows:    each output reduces M rows of L strided elements (the innermost
-//            reduced dimension is the row); rows combine pairwise. When there
-//            are fewer outputs than threads, each output's work is split.
+//            reduced dimension is the row); a row is reduced in blocks of
+//            kBlock, blocks and rows combine pairwise. When there are fewer
+//            outputs than threads, each output's pairwise tree is cut into
+//            leaves that run in parallel.
 //   columns: the innermost kept dimension has stride 1; each task owns a
 //            tile of up to 2048 adjacent outputs and adds whole input rows
-//            into a tile of accumulators (pairwise over blocks of rows for
-//            floating sums), so the input streams through memory in order.
+//            into a tile of accumulators (runs of kColumnBlock rows, combined
+//            pairwise, for floating sums and products), so the input streams
+//            through memory in order.
 // Floating sums accumulate in float32 for 16-bit floats and float32 inputs,
 // in float64 for float64; integer sums and products wrap in their own width
 // (computed unsigned). max/min/argmax/argmin compare integer keys: for floats
@@ -166,32 +169,27 @@ template <class T> struct ProdPolicy {
   using A = typename AccOf<T>::type;
   using Out = T;
   static constexpr bool kFloat = is_floating_v<T>;
-  static constexpr bool kPairwise = false;
+  static constexpr bool kPairwise = kFloat;
   static constexpr bool kArg = false;
   static A identity() { return A(1); }
   static A row(const T* x, int64_t s, int64_t n, int64_t) {
-    A p = 1;
-    if constexpr (kFloat) {
-      if constexpr (std::is_same_v<T, A>) {
-        if (s == 1) {
-#pragma omp simd reduction(* : p)
-          for (int64_t i = 0; i < n; ++i) p *= x[i];
-          return p;
-        }
-      }
+    if constexpr (kFloat) {  // like sum_row: blocks with fixed lanes, pairwise
       A buf[kBlock];
-      for (int64_t b = 0; b < n; b += kBlock) {
-        const int64_t len = std::min(kBlock, n - b);
-        to_compute(x + b * s, s, len, buf);
-        A q = 1;
-#pragma omp simd reduction(* : q)
-        for (int64_t i = 0; i < len; ++i) q *= buf[i];
-        p *= q;
-      }
+      auto f = [&](int64_t b) {
+        const int64_t begin = b * kBlock, len = std::min(kBlock, n - begin);
+        if constexpr (std::is_same_v<T, A>) {
+          if (s == 1) return block_prod(x + begin, len);
+        }
+        to_compute(x + begin * s, s, len, buf);
+        return block_prod(static_cast<const A*>(buf), len);
+      };
+      auto mul = [](A a, A b) { return a * b; };
+      return n > 0 ? pairwise<A>(0, (n + kBlock - 1) / kBlock, f, mul) : A(1);
     } else {
+      A p = 1;
       for (int64_t i = 0; i < n; ++i) p = wrap_mul<A>(p, static_cast<A>(x[i * s]));
+      return p;
     }
-    return p;
   }
   static A combine(A a, A b) {
     if constexpr (kFloat) {
@@ -228,6 +226,52 @@ template <class T> struct ProdPolicy {
   static T finish(A a, int64_t) { return store_one<T>(a); }
 };
 
+// float32/float64 rows in place: the maximum (kMin: minimum) compared as
+// floats, which streams faster than the integer keys. NaN is skipped here;
+// `*suspect` is set when the row may hold one (its plain sum is not finite:
+// a NaN, an infinity or an overflow), and the caller then looks.
+template <class T, bool kMin> inline T float_extreme(const T* x, int64_t n, bool* suspect) {
+  typedef T V __attribute__((vector_size(kVecBytes)));
+  constexpr int W = kVecBytes / sizeof(T);
+  const T init = kMin ? std::numeric_limits<T>::infinity() : -std::numeric_limits<T>::infinity();
+  V m0 = V{} + init, m1 = m0, s0 = V{}, s1 = V{};
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    V a, b;
+    std::memcpy(&a, x + i, sizeof(V));
+    std::memcpy(&b, x + i + W, sizeof(V));
+    m0 = kMin ? (a < m0 ? a : m0) : (a > m0 ? a : m0);
+    m1 = kMin ? (b < m1 ? b : m1) : (b > m1 ? b : m1);
+    s0 += a;
+    s1 += b;
+  }
+  m0 = kMin ? (m1 < m0 ? m1 : m0) : (m1 > m0 ? m1 : m0);
+  s0 += s1;
+  T lm[W], ls[W];
+  std::memcpy(lm, &m0, sizeof(V));
+  std::memcpy(ls, &s0, sizeof(V));
+  T m = init, t = 0;
+  for (int j = 0; j < W; ++j) {
+    m = kMin ? (lm[j] < m ? lm[j] : m) : (lm[j] > m ? lm[j] : m);
+    t += ls[j];
+  }
+  for (; i < n; ++i) {
+    m = kMin ? (x[i] < m ? x[i] : m) : (x[i] > m ? x[i] : m);
+    t += x[i];
+  }
+  *suspect = !(t - t == 0);
+  return m;
+}
+
+template <class T> inline int64_t first_nan(const T* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] != x[i]) return i;
+  }
+  return -1;
+}
+
+template <class T> constexpr bool kFloatDomain = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 template <class T, bool kMin> struct MaxPolicy {
   using KS = Keys<T, kMin, false>;
   using Raw = typename KS::Raw;
@@ -237,6 +281,25 @@ template <class T, bool kMin> struct MaxPolicy {
   static constexpr bool kArg = false;
   static A identity() { return std::numeric_limits<A>::lowest(); }
   static A row(const T* x, int64_t s, int64_t n, int64_t) {
+    if constexpr (kFloatDomain<T>) {
+      if (s == 1) {
+        bool suspect;
+        T m = float_extreme<T, kMin>(x, n, &suspect);
+        if (suspect && first_nan(x, n) >= 0) return std::numeric_limits<A>::max();
+        if (m == 0) {  // which zero: maximum prefers +0, minimum -0
+          m = kMin ? T(0) : -T(0);
+          for (int64_t i = 0; i < n; ++i) {
+            if (x[i] == 0 && std::signbit(x[i]) == kMin) {
+              m = x[i];
+              break;
+            }
+          }
+        }
+        typename KS::B b;
+        std::memcpy(&b, &m, sizeof(b));
+        return KS::key(b);
+      }
+    }
     const Raw* r = reinterpret_cast<const Raw*>(x);
     A m = identity();
     if (s == 1) {
@@ -286,6 +349,30 @@ template <class T, bool kMin> struct ArgPolicy {
   static constexpr bool kArg = true;
   static A identity() { return {std::numeric_limits<K>::lowest(), 0}; }
   static A row(const T* x, int64_t s, int64_t n, int64_t base) {
+    if constexpr (kFloatDomain<T>) {
+      if (s == 1) {  // the extreme as floats, then its first position (-0 == +0)
+        bool suspect;
+        const T m = float_extreme<T, kMin>(x, n, &suspect);
+        if (suspect) {
+          const int64_t at = first_nan(x, n);
+          if (at >= 0) return {std::numeric_limits<K>::max(), base + at};
+        }
+        constexpr int64_t kStep = 64;
+        int64_t i = 0;
+        for (; i + kStep <= n; i += kStep) {
+          int hit = 0;
+#pragma omp simd reduction(| : hit)
+          for (int64_t j = 0; j < kStep; ++j) hit |= x[i + j] == m;
+          if (hit) break;
+        }
+        for (; i < n; ++i) {
+          if (x[i] == m) break;
+        }
+        typename KS::B b;
+        std::memcpy(&b, &m, sizeof(b));
+        return {KS::key(b), base + i};
+      }
+    }
     const Raw* r = reinterpret_cast<const Raw*>(x);
     K m = std::numeric_limits<K>::lowest();
     if (s == 1) {
@@ -357,11 +444,16 @@ template <class P, class T> void reduce_rows(const ReducePlan& p) {
     return Rec{one}(m0, m1);
   };
 
+  // Fewer outputs than threads: each output's work is cut into `split`
+  // leaves of the pairwise tree (over its rows, or over the kBlock blocks
+  // of its one row), combined back in tree order. The result is the same
+  // bits as without the split.
   const int64_t threads = num_threads();
+  const int64_t blocks = (L + kBlock - 1) / kBlock;
   int64_t split = 1;
   if (outputs < threads && total >= 2 * kParallelGrain) {
-    split = (threads + outputs - 1) / outputs;
-    split = std::min(split, M > 1 ? M : std::max<int64_t>(1, L / 4096));
+    split = std::min(pow2_ceil((threads + outputs - 1) / outputs),
+                     pow2_floor(M > 1 ? M : blocks));
   }
   if (split <= 1) {
     parallel_items(outputs, total, [&](int64_t begin, int64_t end) {
@@ -377,17 +469,22 @@ template <class P, class T> void reduce_rows(const ReducePlan& p) {
     for (int64_t t = begin; t < end; ++t) {
       const int64_t o = t / split, c = t % split;
       const T* base = x + offset_of(o, kept);
-      if (M >= split) {
-        partial[t] = part(base, M * c / split, M * (c + 1) / split, 0, L);
+      int64_t lo, hi;
+      if (M > 1) {
+        tree_cut(0, M, split, c, &lo, &hi);
+        partial[t] = part(base, lo, hi, 0, L);
       } else {
-        partial[t] = part(base, 0, M, L * c / split, L * (c + 1) / split);
+        tree_cut(0, blocks, split, c, &lo, &hi);
+        partial[t] = part(base, 0, 1, lo * kBlock, std::min(hi * kBlock, L));
       }
     }
   });
   for (int64_t o = 0; o < outputs; ++o) {
-    A a = partial[o * split];
-    for (int64_t c = 1; c < split; ++c) a = P::combine(a, partial[o * split + c]);
-    out[o] = P::finish(a, count);
+    A* leaf = partial.data() + o * split;
+    for (int64_t step = 1; step < split; step *= 2) {
+      for (int64_t c = 0; c + step < split; c += 2 * step) leaf[c] = P::combine(leaf[c], leaf[c + step]);
+    }
+    out[o] = P::finish(leaf[0], count);
   }
 }
 
@@ -422,9 +519,13 @@ template <class P, class T> void reduce_columns(const ReducePlan& p) {
   column_tiles(inner, &ntiles, &width);
   const int64_t tasks = O * ntiles;
   const int64_t threads = num_threads();
+  // Few tiles: the rows are cut into `split` leaves of the pairwise tree
+  // (each above kColumnBlock rows), merged back in tree order: the same bits
+  // as without the split.
   int64_t split = 1;
   if (tasks < threads && total >= 2 * kParallelGrain) {
-    split = std::min((threads + tasks - 1) / tasks, std::max<int64_t>(1, count / 16));
+    split = pow2_ceil((threads + tasks - 1) / tasks);
+    while (split > 1 && count / split <= kColumnBlock) split /= 2;
   }
   int levels = 1;
   for (int64_t r = kColumnBlock; r < count; r *= 2) ++levels;
@@ -467,7 +568,8 @@ template <class P, class T> void reduce_columns(const ReducePlan& p) {
       const int64_t c = t % split, tile = (t / split) % ntiles, o = t / split / ntiles;
       const int64_t j0 = tile * width, w = std::min(width, inner - j0);
       Cols cols{x + offset_of(o, outer) + j0, w, row_off, tmp};
-      const int64_t r0 = count * c / split, r1 = count * (c + 1) / split;
+      int64_t r0, r1;
+      tree_cut(0, count, split, c, &r0, &r1);
       A* dst = split > 1 ? partial.data() + (c * O + o) * inner + j0 : acc.data();
       cols.run(r0, r1, dst, acc.data() + (split > 1 ? 0 : width));
       if (split == 1) {
@@ -478,7 +580,11 @@ template <class P, class T> void reduce_columns(const ReducePlan& p) {
   });
   if (split > 1) {
     const int64_t n = O * inner;
-    for (int64_t c = 1; c < split; ++c) P::merge(partial.data(), partial.data() + c * n, n);
+    for (int64_t step = 1; step < split; step *= 2) {
+      for (int64_t c = 0; c + step < split; c += 2 * step) {
+        P::merge(partial.data() + c * n, partial.data() + (c + step) * n, n);
+      }
+    }
     for (int64_t j = 0; j < n; ++j) out[j] = P::finish(partial[j], count);
   }
 }
@@ -503,7 +609,7 @@ template <class P, class T> void arg_columns(const ReducePlan& p) {
   int64_t split = 1;
   if (tasks < threads && total >= 2 * kParallelGrain) {
     split = std::min((threads + tasks - 1) / tasks, std::max<int64_t>(1, count / 16));
-  }
+  }  // exact: any cut gives the same result
   const int64_t n = O * inner;
   std::vector<K> keys(static_cast<size_t>(split * n));
   std::vector<int64_t> index(static_cast<size_t>(split * n));

@@ -4,7 +4,9 @@
 // baseline x86-64 / other targets, 1 AVX2+FMA+F16C, 2 AVX-512) under a
 // matching `#pragma GCC target`. Everything here is plain C++ that the
 // vectorizer turns into the level's vector code; only the float16
-// conversions use intrinsics.
+// conversions use intrinsics. Every level performs the same operations in
+// the same order (fixed 128-byte lane sets for sums and products, no FMA
+// contraction), so every level gives the same bits.
 //
 // Conventions: C is the compute type (float for float16/bfloat16/float32,
 // double for float64); rows may be strided (`s` elements apart).
@@ -166,7 +168,8 @@ constexpr int kVecBytes = CD_ISA_LEVEL >= 2 ? 64 : CD_ISA_LEVEL == 1 ? 32 : 16;
 // vectors (2 at AVX-512, 4 at AVX2, 8 at SSE2): lane j sums the elements
 // i == j (mod lanes), the tail goes into the lanes in order, and the lanes
 // combine as a tree. The order of operations is thus the same at every
-// level, and so are the results (bit for bit, FMA contraction aside).
+// level, and so are the results, bit for bit (the kernel files build with
+// -ffp-contract=off: no FMA contraction at any level).
 template <class C> struct Lanes {
   static constexpr int kLanes = 128 / sizeof(C);
   static constexpr int kWidth = kVecBytes / sizeof(C);
@@ -180,11 +183,14 @@ template <class C> inline C tree(C* lanes) {
   return lanes[0];
 }
 
-// Sum of n (up to a few thousand) contiguous values.
+// Sum of n (up to a few thousand) contiguous values. The lanes start at -0,
+// the identity that keeps a sum of -0s at -0 (as NumPy, which starts from
+// the first element, has it).
 template <class C> inline C block_sum(const C* x, int64_t n) {
   typedef C V __attribute__((vector_size(kVecBytes)));
   using LN = Lanes<C>;
-  V a[LN::kVectors] = {};
+  V a[LN::kVectors];
+  for (int k = 0; k < LN::kVectors; ++k) a[k] = -V{};
   int64_t i = 0;
   for (; i + LN::kLanes <= n; i += LN::kLanes) {
     for (int k = 0; k < LN::kVectors; ++k) {
@@ -219,17 +225,80 @@ template <class C> inline C block_sum_sq_dev(const C* x, int64_t n, C mean) {
   return tree(lanes);
 }
 
-// Pairwise combination of per-block results f(b), b in [b0, b1).
-template <class A, class F> inline A pairwise(int64_t b0, int64_t b1, F& f) {
+// Product of n (up to a few thousand) contiguous values, with the lanes of
+// block_sum.
+template <class C> inline C block_prod(const C* x, int64_t n) {
+  typedef C V __attribute__((vector_size(kVecBytes)));
+  using LN = Lanes<C>;
+  V a[LN::kVectors];
+  for (int k = 0; k < LN::kVectors; ++k) a[k] = V{} + C(1);
+  int64_t i = 0;
+  for (; i + LN::kLanes <= n; i += LN::kLanes) {
+    for (int k = 0; k < LN::kVectors; ++k) {
+      V v;
+      std::memcpy(&v, x + i + k * LN::kWidth, sizeof(V));
+      a[k] *= v;
+    }
+  }
+  C lanes[LN::kLanes];
+  std::memcpy(lanes, a, sizeof(lanes));
+  for (int j = 0; i + j < n; ++j) lanes[j] *= x[i + j];
+  for (int w = LN::kLanes / 2; w > 0; w /= 2) {
+    for (int j = 0; j < w; ++j) lanes[j] *= lanes[j + w];
+  }
+  return lanes[0];
+}
+
+// Pairwise combination of per-block results f(b), b in [b0, b1): the tree
+// splits every range at b0 + (b1 - b0) / 2. Work split over threads cuts
+// along the same tree (tree_cut), so results do not depend on the thread
+// count either.
+template <class A, class F, class Op> inline A pairwise(int64_t b0, int64_t b1, F& f, Op& op) {
   if (b1 - b0 == 1) return f(b0);
   const int64_t mid = b0 + (b1 - b0) / 2;
-  const A left = pairwise<A>(b0, mid, f);
-  return left + pairwise<A>(mid, b1, f);
+  const A left = pairwise<A>(b0, mid, f, op);
+  return op(left, pairwise<A>(mid, b1, f, op));
+}
+
+template <class A, class F> inline A pairwise(int64_t b0, int64_t b1, F& f) {
+  auto add = [](A a, A b) { return a + b; };
+  return pairwise<A>(b0, b1, f, add);
+}
+
+// Leaf `c` of `parts` (a power of two) of the pairwise tree over [lo, hi).
+inline void tree_cut(int64_t lo, int64_t hi, int64_t parts, int64_t c, int64_t* begin,
+                     int64_t* end) {
+  while (parts > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    parts /= 2;
+    if (c < parts) {
+      hi = mid;
+    } else {
+      lo = mid;
+      c -= parts;
+    }
+  }
+  *begin = lo;
+  *end = hi;
+}
+
+// The smallest power of two >= n (n >= 1).
+inline int64_t pow2_ceil(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// The largest power of two <= n (n >= 1).
+inline int64_t pow2_floor(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
 }
 
 // Sum of a contiguous compute-type row: blocks of kBlock, combined pairwise.
 template <class C> inline C sum_contiguous(const C* x, int64_t n) {
-  if (n <= kBlock) return block_sum(x, n);
+  if (n <= kBlock) return block_sum(x, n);  // n == 0 included
   auto f = [&](int64_t b) {
     const int64_t begin = b * kBlock;
     return block_sum(x + begin, std::min(kBlock, n - begin));
@@ -239,7 +308,7 @@ template <class C> inline C sum_contiguous(const C* x, int64_t n) {
 
 // Sum of (x - mean)^2 over a contiguous row, the same way.
 template <class C> inline C sum_sq_dev_contiguous(const C* x, int64_t n, C mean) {
-  if (n <= kBlock) return block_sum_sq_dev(x, n, mean);
+  if (n <= kBlock) return block_sum_sq_dev(x, n, mean);  // n == 0 included
   auto f = [&](int64_t b) {
     const int64_t begin = b * kBlock;
     return block_sum_sq_dev(x + begin, std::min(kBlock, n - begin), mean);
@@ -260,7 +329,7 @@ template <class T> inline compute_t<T> sum_row(const T* x, int64_t s, int64_t n)
     to_compute(x + begin * s, s, len, buf);
     return block_sum(buf, len);
   };
-  return pairwise<C>(0, (n + kBlock - 1) / kBlock, f);
+  return n > 0 ? pairwise<C>(0, (n + kBlock - 1) / kBlock, f) : C(0);
 }
 
 // --- exp ----------------------------------------------------------------------------
@@ -324,27 +393,20 @@ inline vfloat exp_vec(vfloat x) {
   return x > hi ? vfloat{} + std::numeric_limits<float>::infinity() : x == x ? res : x;
 }
 
-// y[i] = exp(x[i] - m) (when y is not NULL); returns the sum of them.
-inline float exp_shifted(const float* x, float m, float* y, int64_t n) {
-  vfloat acc{};
+// y[i] = exp(x[i] - m), i < n (y may be x).
+inline void exp_shifted(const float* x, float m, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + kFloatLanes <= n; i += kFloatLanes) {
     vfloat v;
     std::memcpy(&v, x + i, sizeof(v));
     const vfloat e = exp_vec(v - m);
-    if (y != nullptr) std::memcpy(y + i, &e, sizeof(e));
-    acc += e;
+    std::memcpy(y + i, &e, sizeof(e));
   }
-  float lanes[kFloatLanes];
-  std::memcpy(lanes, &acc, sizeof(lanes));
-  float s = 0;
-  for (int j = 0; j < kFloatLanes; ++j) s += lanes[j];
-  for (; i < n; ++i) {
-    const float e = exp_f32(x[i] - m);
-    if (y != nullptr) y[i] = e;
-    s += e;
-  }
-  return s;
+  for (; i < n; ++i) y[i] = exp_f32(x[i] - m);
+}
+
+inline void exp_shifted(const double* x, double m, double* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::exp(x[i] - m);
 }
 
 inline float exp_c(float x) { return exp_f32(x); }

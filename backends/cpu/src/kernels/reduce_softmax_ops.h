@@ -8,33 +8,24 @@
 //   rows    (inner == 1): one row of n per outer index, read in place when it
 //           is contiguous and already in the compute type, else converted
 //           into a per-thread buffer; the row loop runs on the OpenMP threads.
-//           softmax is two passes over a cache-resident row (max; exp, store
-//           and sum) plus a scale; log_softmax the same without the store.
-//   columns (inner > 1): tiles of up to 256 adjacent inner positions; every
+//           softmax is two passes over a cache-resident row (max; exp and
+//           store, summed block by block) plus a scale; log_softmax keeps
+//           the exps of a block in a stack buffer instead.
+//   columns (inner > 1): tiles of adjacent inner positions (cache-resident,
+//           or up to 2048 wide and streamed when the axis is long); every
 //           pass walks the axis and vectorizes across the tile.
 
 // --- the per-row and per-tile computations --------------------------------------------
 
 template <class C> void softmax_row(const C* x, C* y, int64_t n, bool log) {
   const C m = max_contiguous(x, n);
+  C buf[kBlock];
   C total = 0;
   for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t end = std::min(n, b + kBlock);
-    C s = 0;
-    if constexpr (std::is_same_v<C, float>) {
-      s = exp_shifted(x + b, m, log ? nullptr : y + b, end - b);
-    } else if (log) {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = b; i < end; ++i) s += exp_c(x[i] - m);
-    } else {
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = b; i < end; ++i) {
-        const C e = exp_c(x[i] - m);
-        y[i] = e;
-        s += e;
-      }
-    }
-    total += s;
+    const int64_t len = std::min(kBlock, n - b);
+    C* e = log ? buf : y + b;  // softmax keeps exp(x - max) in y
+    exp_shifted(x + b, m, e, len);
+    total += block_sum(e, len);
   }
   if (log) {
     const C lse = std::log(total);
@@ -167,17 +158,32 @@ template <class T, class F> void axis_rows(const AxisPlan& p, F&& fn) {
   });
 }
 
-// fn(const C* x, ldx, C* y, ldy, n, w) on every tile of w <= 256 inner
-// positions; x and y may be the same buffer.
+// fn(const C* x, ldx, C* y, ldy, n, w) on every tile of w inner positions
+// (see below for the width); x and y may be the same buffer.
 template <class T, class F> void axis_columns(const AxisPlan& p, F&& fn) {
   using C = compute_t<T>;
   const T* x = reinterpret_cast<const T*>(p.in.origin);
   T* y = reinterpret_cast<T*>(p.out.origin);
   const int64_t n = p.n, s = p.s, I = p.inner_count;
-  int64_t tile = std::max<int64_t>(16, (int64_t{1} << 20) / std::max<int64_t>(n, 1));
-  tile = std::min<int64_t>({tile, 256, I});
-  const int64_t ntiles = (I + tile - 1) / tile;
   const bool direct = std::is_same_v<T, C> && p.inner.size() == 1 && p.inner[0].stride == 1;
+  int64_t tile;
+  if (direct && n > 512) {
+    // Long axis, read in place: wide tiles (rows of up to 2048 contiguous
+    // elements) so that every pass streams through memory in order, and at
+    // least one tile per thread.
+    int64_t parts = (I + 2047) / 2048;
+    const int64_t threads = num_threads();
+    if (p.outer_count * parts < threads) {
+      parts = std::min((threads + p.outer_count - 1) / p.outer_count, std::max<int64_t>(1, I / 16));
+    }
+    tile = std::min(I, ((I + parts - 1) / parts + 15) / 16 * 16);
+  } else {
+    // The tile (n x tile) stays in L2 across the passes, or is a buffer of
+    // at most about a million elements.
+    tile = std::max<int64_t>(16, (int64_t{1} << (direct ? 18 : 20)) / std::max<int64_t>(n, 1));
+    tile = std::min<int64_t>({tile, 256, I});
+  }
+  const int64_t ntiles = (I + tile - 1) / tile;
   parallel_items(p.outer_count * ntiles, p.outer_count * n * I, [&](int64_t begin, int64_t end) {
     std::vector<C> buf(direct ? 0 : static_cast<size_t>(n * tile));
     std::vector<int64_t> offs(static_cast<size_t>(tile));
@@ -205,30 +211,83 @@ template <class T, class F> void axis_columns(const AxisPlan& p, F&& fn) {
   });
 }
 
+// Rows far apart in memory (the axis stride is large) whose outer index
+// runs along memory (a transposed input): tiles of up to 64 rows read side
+// by side, fn(x, ldx, y, ldy, n, w) as for columns into a buffer, then each
+// row copied out.
+inline bool rows_transposed(const AxisPlan& p) {
+  return p.inner_count == 1 && (p.s >= 16 || p.s <= -16) && !p.outer.empty() &&
+         p.outer.back().stride == 1 && p.outer.back().size >= 16 && p.n >= 2 &&
+         p.n <= (int64_t{1} << 18);
+}
+
+template <class T, class F> void axis_transposed(const AxisPlan& p, F&& fn) {
+  using C = compute_t<T>;
+  const T* x = reinterpret_cast<const T*>(p.in.origin);
+  T* y = reinterpret_cast<T*>(p.out.origin);
+  const int64_t n = p.n, s = p.s;
+  std::vector<Dim> outer(p.outer);
+  const int64_t U = outer.back().size;
+  outer.pop_back();
+  const int64_t O2 = numel_of(outer);
+  const int64_t tile = std::min<int64_t>(U, 64);
+  const int64_t ntiles = (U + tile - 1) / tile;
+  parallel_items(O2 * ntiles, O2 * U * n, [&](int64_t begin, int64_t end) {
+    std::vector<C> xb(std::is_same_v<T, C> ? 0 : static_cast<size_t>(n * tile));
+    std::vector<C> yb(static_cast<size_t>(n * tile));
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o2 = t / ntiles, u0 = (t % ntiles) * tile, w = std::min(tile, U - u0);
+      const T* base = x + offset_of(o2, outer) + u0;
+      if constexpr (std::is_same_v<T, C>) {
+        fn(base, s, yb.data(), w, n, w);
+      } else {
+        for (int64_t i = 0; i < n; ++i) to_compute(base + i * s, 1, w, &xb[i * w]);
+        fn(xb.data(), w, yb.data(), w, n, w);
+      }
+      // Copy out in strips of 16 along the axis: the strip of yb stays in
+      // L1 while every row of the tile takes its 16 values.
+      for (int64_t i0 = 0; i0 < n; i0 += 16) {
+        const int64_t len = std::min<int64_t>(16, n - i0);
+        for (int64_t j = 0; j < w; ++j) {
+          C strip[16];
+          for (int64_t i = 0; i < len; ++i) strip[i] = yb[(i0 + i) * w + j];
+          from_compute(strip, len, y + (o2 * U + u0 + j) * n + i0);
+        }
+      }
+    }
+  });
+}
+
 template <class T> void axis_typed(const AxisPlan& p) {
   using C = compute_t<T>;
-  const bool rows = p.inner_count == 1;
+  const bool rows = p.inner_count == 1, transposed = rows_transposed(p);
   if (p.op == AxisOp::cumsum) {
     const bool ex = p.exclusive, rev = p.reverse;
-    if (rows) {
+    auto tile = [&](const C* x, int64_t ldx, C* y, int64_t ldy, int64_t n, int64_t w) {
+      std::vector<typename ScanAcc<C>::type> acc(static_cast<size_t>(w));
+      cumsum_tile(x, ldx, y, ldy, n, w, ex, rev, acc.data());
+    };
+    if (transposed) {
+      axis_transposed<T>(p, tile);
+    } else if (rows) {
       axis_rows<T>(p, [&](const C* x, C* y, int64_t n) { cumsum_row(x, y, n, ex, rev); });
     } else {
-      axis_columns<T>(p, [&](const C* x, int64_t ldx, C* y, int64_t ldy, int64_t n, int64_t w) {
-        std::vector<typename ScanAcc<C>::type> acc(static_cast<size_t>(w));
-        cumsum_tile(x, ldx, y, ldy, n, w, ex, rev, acc.data());
-      });
+      axis_columns<T>(p, tile);
     }
     return;
   }
   if constexpr (is_floating_v<T>) {
     const bool log = p.op == AxisOp::log_softmax;
-    if (rows) {
+    auto tile = [&](const C* x, int64_t ldx, C* y, int64_t ldy, int64_t n, int64_t w) {
+      std::vector<C> work(static_cast<size_t>(2 * w));
+      softmax_tile(x, ldx, y, ldy, n, w, log, work.data());
+    };
+    if (transposed) {
+      axis_transposed<T>(p, tile);
+    } else if (rows) {
       axis_rows<T>(p, [&](const C* x, C* y, int64_t n) { softmax_row(x, y, n, log); });
     } else {
-      axis_columns<T>(p, [&](const C* x, int64_t ldx, C* y, int64_t ldy, int64_t n, int64_t w) {
-        C work[512];
-        softmax_tile(x, ldx, y, ldy, n, w, log, work);
-      });
+      axis_columns<T>(p, tile);
     }
     return;
   }
