@@ -53,9 +53,24 @@ Stream::~Stream() {
   if (error_ != nullptr) log_dropped(error_, "stream destroyed with an unreported error");
 }
 
-void Stream::enqueue(const char* label, std::function<void()> work) {
-  std::lock_guard<std::mutex> lock(mu_);
+void Stream::enqueue(const char* label, std::function<void()> work, bool small) {
+  std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) fail(CD_STATUS_INVALID_HANDLE, "the stream is being destroyed");
+  if (small && !busy_ && queue_.empty() && !on_worker_thread()) {
+    busy_ = inline_ = true;
+    lock.unlock();
+    Task task{label, std::move(work)};
+    run_task(task);
+    lock.lock();
+    busy_ = inline_ = false;
+    // Work enqueued meanwhile waited for this task; drainers may be waiting.
+    if (queue_.empty()) {
+      idle_cv_.notify_all();
+    } else {
+      work_cv_.notify_one();
+    }
+    return;
+  }
   queue_.push_back(Task{label, std::move(work)});
   work_cv_.notify_one();
 }
@@ -117,24 +132,29 @@ void Stream::run() noexcept {
   tl_worker_stream = this;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+    // An inline task holds the stream: queued work runs after it.
+    work_cv_.wait(lock, [this] { return (stopping_ || !queue_.empty()) && !inline_; });
     if (queue_.empty()) return;  // stopping, and everything has run
     Task task = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    cd_error* error = nullptr;
-    try {
-      task.work();
-    } catch (...) {
-      error = async_error(task.label);
-    }
-    task.work = nullptr;  // release captured buffers before reporting idle
-    if (error != nullptr) record_error(error);
+    run_task(task);
     lock.lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
   }
+}
+
+void Stream::run_task(Task& task) noexcept {
+  cd_error* error = nullptr;
+  try {
+    task.work();
+  } catch (...) {
+    error = async_error(task.label);
+  }
+  task.work = nullptr;  // release captured buffers before reporting idle
+  if (error != nullptr) record_error(error);
 }
 
 const Stream* current_worker_stream() noexcept { return tl_worker_stream; }

@@ -2,6 +2,15 @@
 // in enqueue order, off the caller's thread. A task that throws records an
 // asynchronous error on its stream; the next synchronization returns the
 // first such error (once).
+//
+// Small work may run inline: when the stream is idle (nothing queued or
+// running), a task its kernel marked small runs on the caller's thread
+// before enqueue returns. Handing a few-microsecond task to the worker costs
+// more than running it (a futex wake, a context switch and a cross-thread
+// free): this is what lets a 1-element `a + b` cost what it costs in PyTorch
+// eager. Order is kept: the worker starts nothing while an inline task runs,
+// and an inline task only starts on an idle stream. Errors are recorded on
+// the stream exactly as the worker records them.
 #ifndef CHIPDOCK_CPU_STREAM_H_
 #define CHIPDOCK_CPU_STREAM_H_
 
@@ -29,7 +38,9 @@ class Stream {
 
   // Appends `work`. `label` (static storage) names the work in an
   // asynchronous error. Throws INVALID_HANDLE once the stream is shut down.
-  void enqueue(const char* label, std::function<void()> work);
+  // `small`: the work is short (microseconds) and may run inline on the
+  // calling thread when the stream is idle (see above).
+  void enqueue(const char* label, std::function<void()> work, bool small = false);
 
   // Blocks until every task enqueued so far has finished.
   void drain();
@@ -53,6 +64,7 @@ class Stream {
   };
 
   void run() noexcept;
+  void run_task(Task& task) noexcept;  // runs it and records its error
   void record_error(cd_error* error) noexcept;
 
   const int32_t device_;
@@ -60,7 +72,8 @@ class Stream {
   std::condition_variable work_cv_;  // worker waits for tasks / stop
   std::condition_variable idle_cv_;  // drainers wait for an idle worker
   std::deque<Task> queue_;
-  bool busy_ = false;      // the worker is running a task
+  bool busy_ = false;      // a task is running (on the worker or inline)
+  bool inline_ = false;    // ... and it runs inline on a caller's thread
   bool stopping_ = false;  // no new work accepted
   cd_error* error_ = nullptr;
   std::thread::id worker_id_;

@@ -180,7 +180,9 @@ void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs
   const HostTensor* operands[kMaxOperands] = {&ops[0], &ops[1], &ops[2], &ops[3]};
   task.loop = make_loop(operands, num_inputs + 1);
   for (int32_t k = 0; k <= num_inputs; ++k) task.ranges[k] = std::move(ops[k].range);
-  stream->enqueue(label, std::move(task));
+  // Below one thread's grain the loop takes microseconds: it may run inline.
+  const bool small = task.loop.numel <= task.plan.grain;
+  stream->enqueue(label, std::move(task), small);
 }
 
 }  // namespace elementwise
