@@ -53,26 +53,35 @@ Stream::~Stream() {
   if (error_ != nullptr) log_dropped(error_, "stream destroyed with an unreported error");
 }
 
-void Stream::enqueue(const char* label, std::function<void()> work, bool small) {
-  std::unique_lock<std::mutex> lock(mu_);
+void Stream::push(const char* label, std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) fail(CD_STATUS_INVALID_HANDLE, "the stream is being destroyed");
-  if (small && !busy_ && queue_.empty() && !on_worker_thread()) {
-    busy_ = inline_ = true;
-    lock.unlock();
-    Task task{label, std::move(work)};
-    run_task(task);
-    lock.lock();
-    busy_ = inline_ = false;
-    // Work enqueued meanwhile waited for this task; drainers may be waiting.
-    if (queue_.empty()) {
-      idle_cv_.notify_all();
-    } else {
-      work_cv_.notify_one();
-    }
-    return;
-  }
   queue_.push_back(Task{label, std::move(work)});
   work_cv_.notify_one();
+}
+
+bool Stream::run_inline_if_idle(const char* label, void (*fn)(void*), void* work) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ || busy_ || !queue_.empty() || on_worker_thread()) return false;
+    busy_ = inline_ = true;
+  }
+  cd_error* error = nullptr;
+  try {
+    fn(work);
+  } catch (...) {
+    error = async_error(label);
+  }
+  if (error != nullptr) record_error(error);
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_ = inline_ = false;
+  // Work enqueued meanwhile waited for this task; drainers may be waiting.
+  if (queue_.empty()) {
+    idle_cv_.notify_all();
+  } else {
+    work_cv_.notify_one();
+  }
+  return true;
 }
 
 void Stream::drain() {

@@ -21,6 +21,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "chipdock/device_api.h"
@@ -40,7 +42,13 @@ class Stream {
   // asynchronous error. Throws INVALID_HANDLE once the stream is shut down.
   // `small`: the work is short (microseconds) and may run inline on the
   // calling thread when the stream is idle (see above).
-  void enqueue(const char* label, std::function<void()> work, bool small = false);
+  template <class F>
+  void enqueue(const char* label, F&& work, bool small = false) {
+    // Inline runs call `work` where it is: no std::function, no allocation.
+    using Work = std::remove_reference_t<F>;
+    if (small && run_inline_if_idle(label, [](void* w) { (*static_cast<Work*>(w))(); }, &work)) return;
+    push(label, std::function<void()>(std::forward<F>(work)));
+  }
 
   // Blocks until every task enqueued so far has finished.
   void drain();
@@ -63,6 +71,9 @@ class Stream {
     std::function<void()> work;
   };
 
+  void push(const char* label, std::function<void()> work);
+  // Runs fn(work) on this thread if the stream is idle; false if it is not.
+  bool run_inline_if_idle(const char* label, void (*fn)(void*), void* work);
   void run() noexcept;
   void run_task(Task& task) noexcept;  // runs it and records its error
   void record_error(cd_error* error) noexcept;
