@@ -8,6 +8,7 @@
 #include <set>
 
 #include "dtype.hpp"
+#include "launch.hpp"
 #include "shape_rules.hpp"
 
 namespace chipdock {
@@ -17,13 +18,14 @@ namespace {
 std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::Warn)};
 std::mutex g_fallback_mutex;
 std::map<std::string, std::set<std::string>> g_denied;  // device type -> ops
+std::atomic<bool> g_any_denied{false};
 std::map<std::tuple<std::string, std::string, std::string>, FallbackRecord> g_records;
 
 [[noreturn]] void fail(const OpSpec& op, const std::string& what, const std::string& reason) {
   throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, what + ": " + reason);
 }
 
-std::string describe_dtypes(const std::vector<cd_dtype_t>& dtypes) {
+std::string describe_dtypes(const DtypeList& dtypes) {
   std::string text = "(";
   for (size_t i = 0; i < dtypes.size(); ++i) text += (i ? ", " : "") + std::string(dtype_name(dtypes[i]));
   return text + ")";
@@ -120,8 +122,32 @@ std::map<std::string, Attribute> normalize_attributes(const OpSpec& op, const st
 
 // ----------------------------------------------------------------- types --
 
+// The dtype bound to each type variable of the call (few: a flat list).
+class TypeBindings {
+ public:
+  const cd_dtype_t* find(const std::string& var) const {
+    for (const auto& b : bound_) {
+      if (b.var == &var || *b.var == var) return &b.dtype;
+    }
+    return nullptr;
+  }
+  // Binds `var` unless bound already; returns the bound dtype.
+  cd_dtype_t emplace(const std::string& var, cd_dtype_t dtype) {
+    if (const cd_dtype_t* d = find(var)) return *d;
+    bound_.push_back({&var, dtype});
+    return dtype;
+  }
+
+ private:
+  struct Bound {
+    const std::string* var;  // the OpSpec's string: lives as long as the opset
+    cd_dtype_t dtype;
+  };
+  SmallVector<Bound, 4> bound_;
+};
+
 struct Binding {
-  std::map<std::string, cd_dtype_t> types;
+  TypeBindings types;
   Device* device = nullptr;
   std::string device_arg;
 };
@@ -149,10 +175,10 @@ Binding bind_inputs(const OpSpec& op, const std::vector<std::vector<Tensor>>& in
         for (cd_dtype_t d : allowed) options += (options.empty() ? "" : ", ") + std::string(dtype_name(d));
         fail(op, name, std::string("dtype ") + dtype_name(t.dtype()) + " is not supported (" + arg.type_var + ": " + options + ")");
       }
-      auto [it, fresh] = b.types.emplace(arg.type_var, t.dtype());
-      if (!fresh && it->second != t.dtype()) {
+      const cd_dtype_t bound = b.types.emplace(arg.type_var, t.dtype());
+      if (bound != t.dtype()) {
         fail(op, name, std::string("is ") + dtype_name(t.dtype()) + " but an earlier " + arg.type_var + " input is " +
-                           dtype_name(it->second) + " (no implicit promotion; cast first)");
+                           dtype_name(bound) + " (no implicit promotion; cast first)");
       }
     }
   }
@@ -162,8 +188,8 @@ Binding bind_inputs(const OpSpec& op, const std::vector<std::vector<Tensor>>& in
 }
 
 // The dtype of each declared output.
-std::vector<cd_dtype_t> output_dtypes(const OpSpec& op, Binding& b, const std::map<std::string, Attribute>& attrs) {
-  std::vector<cd_dtype_t> out;
+DtypeList output_dtypes(const OpSpec& op, Binding& b, const std::map<std::string, Attribute>& attrs) {
+  DtypeList out;
   for (const ArgSpec& arg : op.outputs) {
     auto from_attr = op.output_dtype_from_attr.find(arg.name);
     cd_dtype_t dt = CD_DTYPE_INVALID;
@@ -174,8 +200,8 @@ std::vector<cd_dtype_t> output_dtypes(const OpSpec& op, Binding& b, const std::m
         fail(op, from_attr->second, std::string("dtype ") + dtype_name(dt) + " is not supported");
       }
       b.types.emplace(arg.type_var, dt);
-    } else if (b.types.count(arg.type_var)) {
-      dt = b.types.at(arg.type_var);
+    } else if (const cd_dtype_t* bound = b.types.find(arg.type_var)) {
+      dt = *bound;
     } else {
       const auto& allowed = op.types.at(arg.type_var);
       if (allowed.size() != 1) fail(op, arg.name, "its dtype cannot be inferred");
@@ -188,18 +214,18 @@ std::vector<cd_dtype_t> output_dtypes(const OpSpec& op, Binding& b, const std::m
 }
 
 // One dtype per declared input (absent or variadic: its type's binding), then outputs.
-std::vector<cd_dtype_t> kernel_signature(const OpSpec& op, const Binding& b, const std::vector<cd_dtype_t>& outs) {
-  std::vector<cd_dtype_t> sig;
+DtypeList kernel_signature(const OpSpec& op, const Binding& b, const DtypeList& outs) {
+  DtypeList sig;
   for (const ArgSpec& arg : op.inputs) {
-    auto it = b.types.find(arg.type_var);
-    const auto& allowed = op.types.at(arg.type_var);
-    sig.push_back(it != b.types.end() ? it->second : allowed.front());
+    const cd_dtype_t* bound = b.types.find(arg.type_var);
+    sig.push_back(bound != nullptr ? *bound : op.types.at(arg.type_var).front());
   }
-  sig.insert(sig.end(), outs.begin(), outs.end());
+  for (cd_dtype_t d : outs) sig.push_back(d);
   return sig;
 }
 
 bool is_denied(const std::string& device_type, const std::string& op) {
+  if (!g_any_denied.load(std::memory_order_relaxed)) return false;  // the common case, without the lock
   std::lock_guard<std::mutex> lock(g_fallback_mutex);
   auto it = g_denied.find(device_type);
   return it != g_denied.end() && it->second.count(op);
@@ -252,8 +278,8 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   std::map<std::string, Attribute> attrs = normalize_attributes(op, given);
   Binding binding = bind_inputs(op, inputs, device);
   Device& dev = *binding.device;
-  std::vector<cd_dtype_t> out_dtypes = output_dtypes(op, binding, attrs);
-  const std::vector<cd_dtype_t> sig = kernel_signature(op, binding, out_dtypes);
+  DtypeList out_dtypes = output_dtypes(op, binding, attrs);
+  const DtypeList sig = kernel_signature(op, binding, out_dtypes);
 
   // The kernel is chosen before the shape rule runs, so that a fallback
   // gets the caller's tensors (the rule may replace inputs by views).
@@ -273,17 +299,19 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   ShapeContext ctx(op, inputs, attrs);
   op.rule(ctx);
   DispatchResult result;
+  result.outputs.reserve(std::max<size_t>(ctx.output_shapes.size(), 1));
   if (ctx.view_result) {
     result.outputs.push_back(*ctx.view_result);
     return result;
   }
 
   // Outputs: one per produced shape; a variadic output repeats its dtype.
+  StreamPtr stream = dev.current_stream();
   for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
     const cd_dtype_t dt = out_dtypes[std::min(i, out_dtypes.size() - 1)];
-    result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt));
+    result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt, *stream));
   }
-  std::vector<const Tensor*> in_ptrs, out_ptrs;
+  TensorRefs in_ptrs, out_ptrs;
   for (const auto& group : inputs) {
     for (const Tensor& t : group) in_ptrs.push_back(&t);
   }
@@ -294,8 +322,8 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
       std::all_of(result.outputs.begin(), result.outputs.end(), [](const Tensor& t) { return t.numel() == 0; });
   if (!all_empty) {
     std::vector<Attribute> ordered;
+    ordered.reserve(op.attributes.size());
     for (const AttrSpec& spec : op.attributes) ordered.push_back(attrs.at(spec.name));
-    StreamPtr stream = dev.current_stream();
     for (const Tensor* t : in_ptrs) t->storage()->record_stream(stream);
     launch_kernel(*stream, op.name, in_ptrs, out_ptrs, ordered, &sig, &kernel);
   }
@@ -312,6 +340,9 @@ FallbackPolicy fallback_policy() { return static_cast<FallbackPolicy>(g_policy.l
 void set_denied_ops(const std::string& device_type, const std::vector<std::string>& ops) {
   std::lock_guard<std::mutex> lock(g_fallback_mutex);
   g_denied[device_type] = std::set<std::string>(ops.begin(), ops.end());
+  bool any = false;
+  for (const auto& entry : g_denied) any = any || !entry.second.empty();
+  g_any_denied = any;
 }
 
 std::vector<std::string> denied_ops(const std::string& device_type) {

@@ -1,6 +1,7 @@
 #include "launch.hpp"
 
 #include "dtype.hpp"
+#include "small_vector.hpp"
 
 namespace chipdock {
 
@@ -49,7 +50,7 @@ cd_attribute make_attribute(const Attribute& a) {
 }
 
 
-std::string describe_signature(const std::vector<cd_dtype_t>& dtypes) {
+std::string describe_signature(const DtypeList& dtypes) {
   std::string text = "(";
   for (size_t i = 0; i < dtypes.size(); ++i) text += (i ? ", " : "") + std::string(dtype_name(dtypes[i]));
   return text + ")";
@@ -57,22 +58,19 @@ std::string describe_signature(const std::vector<cd_dtype_t>& dtypes) {
 
 }  // namespace
 
-std::vector<cd_dtype_t> signature_of(const std::vector<const Tensor*>& inputs,
-                                     const std::vector<const Tensor*>& outputs) {
-  std::vector<cd_dtype_t> dtypes;
+DtypeList signature_of(const TensorRefs& inputs, const TensorRefs& outputs) {
+  DtypeList dtypes;
   for (const Tensor* t : inputs) dtypes.push_back(t->dtype());
   for (const Tensor* t : outputs) dtypes.push_back(t->dtype());
   return dtypes;
 }
 
-Kernel find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
-                         const std::vector<const Tensor*>& outputs) {
+Kernel find_kernel(Device& device, const std::string& op, const TensorRefs& inputs, const TensorRefs& outputs) {
   return device.plugin().kernels().find(op, signature_of(inputs, outputs));
 }
 
-void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
-                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes,
-                   const std::vector<cd_dtype_t>* signature, const Kernel* resolved) {
+void launch_kernel(Stream& stream, const std::string& op, const TensorRefs& inputs, const TensorRefs& outputs,
+                   const std::vector<Attribute>& attributes, const DtypeList* signature, const Kernel* resolved) {
   Device& device = stream.device();
   Kernel kernel;
   if (resolved != nullptr) {
@@ -81,15 +79,15 @@ void launch_kernel(Stream& stream, const std::string& op, const std::vector<cons
     kernel = device.plugin().kernels().find(op, signature ? *signature : signature_of(inputs, outputs));
   }
   if (kernel.fn == nullptr) {
-    std::vector<cd_dtype_t> dtypes = signature ? *signature : signature_of(inputs, outputs);
+    DtypeList dtypes = signature ? *signature : signature_of(inputs, outputs);
     throw Error(CD_STATUS_UNIMPLEMENTED, device.plugin().name(), op,
                 "no kernel registered for dtypes " + describe_signature(dtypes));
   }
   // Kernels that asked for contiguous inputs get compact copies of strided ones.
   std::vector<Tensor> compacted;
-  compacted.reserve(inputs.size());
-  std::vector<const Tensor*> actual_inputs = inputs;
+  TensorRefs actual_inputs = inputs;
   if (kernel.flags & CD_KERNEL_CONTIGUOUS_INPUTS) {
+    compacted.reserve(inputs.size());
     for (auto& t : actual_inputs) {
       if (t->is_contiguous()) continue;
       compacted.push_back(t->contiguous());
@@ -97,16 +95,17 @@ void launch_kernel(Stream& stream, const std::string& op, const std::vector<cons
     }
   }
   // The structs, then the pointer arrays the kernel sees (pointers let
-  // these structs grow in later minors).
-  std::vector<cd_tensor_view> in_views, out_views;
+  // these structs grow in later minors). Inline storage: no heap traffic
+  // for the common small call.
+  SmallVector<cd_tensor_view, 8> in_views, out_views;
   for (const Tensor* t : actual_inputs) in_views.push_back(make_view(*t));
   for (const Tensor* t : outputs) out_views.push_back(make_view(*t));
-  std::vector<cd_attribute> attr_structs;
+  SmallVector<cd_attribute, 8> attr_structs;
   for (const Attribute& a : attributes) attr_structs.push_back(make_attribute(a));
-  std::vector<const cd_tensor_view*> in_ptrs, out_ptrs;
+  SmallVector<const cd_tensor_view*, 8> in_ptrs, out_ptrs;
   for (const auto& v : in_views) in_ptrs.push_back(&v);
   for (const auto& v : out_views) out_ptrs.push_back(&v);
-  std::vector<const cd_attribute*> attrs;
+  SmallVector<const cd_attribute*, 8> attrs;
   for (const auto& a : attr_structs) attrs.push_back(&a);
 
   LaunchState state{&stream, {}};

@@ -21,21 +21,22 @@ struct Attribute {
   std::vector<double> floats;
 };
 
+// The operands of a launch (inline storage: no allocation for small calls).
+using TensorRefs = SmallVector<const Tensor*, 8>;
+
 // The dtypes of `inputs` then `outputs`: the signature of fixed-arity ops.
-std::vector<cd_dtype_t> signature_of(const std::vector<const Tensor*>& inputs,
-                                     const std::vector<const Tensor*>& outputs);
+DtypeList signature_of(const TensorRefs& inputs, const TensorRefs& outputs);
 
 // The kernel for (op, dtypes of inputs then outputs) on `device` (fn NULL if none).
-Kernel find_kernel(Device& device, const std::string& op, const std::vector<const Tensor*>& inputs,
-                   const std::vector<const Tensor*>& outputs);
+Kernel find_kernel(Device& device, const std::string& op, const TensorRefs& inputs, const TensorRefs& outputs);
 
 // Runs `op` on `stream` with the kernel registered for `signature` (default:
 // signature_of(inputs, outputs)). Inputs are made contiguous first when the
 // kernel asks for it. Throws UNIMPLEMENTED when no kernel is registered and
 // the plugin's error when the kernel refuses its arguments.
-void launch_kernel(Stream& stream, const std::string& op, const std::vector<const Tensor*>& inputs,
-                   const std::vector<const Tensor*>& outputs, const std::vector<Attribute>& attributes = {},
-                   const std::vector<cd_dtype_t>* signature = nullptr, const Kernel* resolved = nullptr);
+void launch_kernel(Stream& stream, const std::string& op, const TensorRefs& inputs, const TensorRefs& outputs,
+                   const std::vector<Attribute>& attributes = {}, const DtypeList* signature = nullptr,
+                   const Kernel* resolved = nullptr);
 
 // cd_core_api.workspace_allocate, for the launch behind `ctx`.
 cd_status_t workspace_allocate(const cd_kernel_context* ctx, size_t bytes, void** out) noexcept;

@@ -15,25 +15,43 @@ namespace chipdock {
 
 void KernelTable::add(const std::string& op, std::vector<cd_dtype_t> dtypes, Kernel kernel) {
   std::lock_guard<std::mutex> lock(mutex_);
-  kernels_[{op, std::move(dtypes)}] = kernel;
+  std::vector<Entry>& entries = kernels_[op];
+  for (Entry& e : entries) {
+    if (e.dtypes == dtypes) {  // re-registration replaces
+      e.kernel = kernel;
+      return;
+    }
+  }
+  entries.push_back(Entry{std::move(dtypes), kernel});
 }
 
-Kernel KernelTable::find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const {
+Kernel KernelTable::find(const std::string& op, const DtypeList& dtypes) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = kernels_.find({op, dtypes});
-  return it == kernels_.end() ? Kernel{} : it->second;
+  auto it = kernels_.find(op);
+  if (it == kernels_.end()) return Kernel{};
+  for (const Entry& e : it->second) {
+    if (e.dtypes.size() == dtypes.size() && std::equal(e.dtypes.begin(), e.dtypes.end(), dtypes.begin())) {
+      return e.kernel;
+    }
+  }
+  return Kernel{};
 }
 
 std::vector<std::pair<std::string, std::vector<cd_dtype_t>>> KernelTable::list() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::pair<std::string, std::vector<cd_dtype_t>>> out;
-  for (const auto& entry : kernels_) out.push_back(entry.first);
+  for (const auto& [op, entries] : kernels_) {
+    for (const Entry& e : entries) out.emplace_back(op, e.dtypes);
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 size_t KernelTable::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return kernels_.size();
+  size_t n = 0;
+  for (const auto& entry : kernels_) n += entry.second.size();
+  return n;
 }
 
 // ------------------------------------------------------------ core services --

@@ -11,6 +11,7 @@
 
 #include "chipdock/device_api.h"
 #include "error.hpp"
+#include "small_vector.hpp"
 
 namespace chipdock {
 
@@ -27,6 +28,9 @@ struct Manifest {
   int32_t abi_minor = 0;
 };
 
+// A dtype signature: the dtypes of a call's inputs, then its outputs.
+using DtypeList = SmallVector<cd_dtype_t, 8>;
+
 // The kernels one plugin registered, keyed by op and dtype signature.
 struct Kernel {
   cd_kernel_fn fn = nullptr;
@@ -37,14 +41,19 @@ class KernelTable {
  public:
   void add(const std::string& op, std::vector<cd_dtype_t> dtypes, Kernel kernel);
   // fn == NULL when the plugin has no kernel for exactly this signature.
-  Kernel find(const std::string& op, const std::vector<cd_dtype_t>& dtypes) const;
+  // Allocation-free: it runs on every op call.
+  Kernel find(const std::string& op, const DtypeList& dtypes) const;
   // (op, dtype signature) pairs, sorted; for coverage reports.
   std::vector<std::pair<std::string, std::vector<cd_dtype_t>>> list() const;
   size_t size() const;
 
  private:
   mutable std::mutex mutex_;
-  std::map<std::pair<std::string, std::vector<cd_dtype_t>>, Kernel> kernels_;
+  struct Entry {
+    std::vector<cd_dtype_t> dtypes;
+    Kernel kernel;
+  };
+  std::map<std::string, std::vector<Entry>, std::less<>> kernels_;  // by op; few signatures each
 };
 
 class Plugin {

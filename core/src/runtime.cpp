@@ -4,6 +4,8 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "blocking.hpp"
+
 namespace chipdock {
 
 namespace {
@@ -65,6 +67,7 @@ void Device::set_current_stream(StreamPtr stream) {
 }
 
 void Device::synchronize() {
+  BlockingSection unlocked;  // host callbacks may need the caller's lock (the GIL)
   bind_thread();
   if (plugin_->api().device_synchronize != nullptr) {
     CD_CALL(*plugin_, device_synchronize, ordinal_);

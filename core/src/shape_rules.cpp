@@ -45,6 +45,7 @@ Shape ShapeContext::broadcast(const Shape& a, const Shape& b, const std::string&
 }
 
 Tensor expand_view(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;  // already that shape (most operands)
   const size_t n = shape.size(), m = t.shape().size();
   Shape strides(n, 0);
   for (size_t i = 0; i < m; ++i) {

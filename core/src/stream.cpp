@@ -52,6 +52,7 @@ cd_stream* Stream::handle(const char* call) const {
 }
 
 void Stream::synchronize() {
+  BlockingSection unlocked;  // the work may be a host callback that needs the caller's lock (the GIL)
   device_->bind_thread();
   CD_CALL(device_->plugin(), stream_synchronize, handle("stream_synchronize"));
 }
@@ -146,6 +147,7 @@ void Event::record(Stream& stream) {
 }
 
 void Event::synchronize() {
+  BlockingSection unlocked;
   CD_CALL(device_->plugin(), event_synchronize, handle("event_synchronize"));
 }
 

@@ -116,8 +116,10 @@ char* offset_ptr(void* base, int64_t bytes) { return static_cast<char*>(base) + 
 
 // ------------------------------------------------------------------ storage --
 
+struct Storage::Maker : Storage {};
+
 std::shared_ptr<Storage> Storage::allocate(Device& device, size_t nbytes, Stream& stream) {
-  std::shared_ptr<Storage> s(new Storage());
+  std::shared_ptr<Storage> s = std::make_shared<Maker>();  // one allocation with its control block
   s->device_ = &device;
   s->nbytes_ = nbytes;
   if (nbytes > 0) {
@@ -183,11 +185,14 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int
     : storage_(std::move(storage)), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset), dtype_(dtype) {}
 
 Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype) {
+  return empty(device, shape, dtype, *device.current_stream());
+}
+
+Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype, Stream& stream) {
   if (!dtype_valid(dtype)) throw_invalid("empty", "unknown dtype code " + std::to_string(dtype));
   int64_t n = shape_numel(shape, "empty");
   size_t nbytes = static_cast<size_t>(n) * dtype_size(dtype);
-  StreamPtr stream = device.current_stream();
-  return Tensor(Storage::allocate(device, nbytes, *stream), shape, contiguous_strides(shape), 0, dtype);
+  return Tensor(Storage::allocate(device, nbytes, stream), shape, contiguous_strides(shape), 0, dtype);
 }
 
 size_t Tensor::itemsize() const noexcept { return dtype_size(dtype_); }
@@ -228,7 +233,7 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
   return Tensor(storage_, shape, strides, offset, dtype_);
 }
 
-Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+Tensor Tensor::permute(const Shape& dims) const {
   const int64_t n = ndim();
   if (static_cast<int64_t>(dims.size()) != n) {
     throw_invalid("permute", "got " + std::to_string(dims.size()) + " dims for a " + std::to_string(n) + "-d tensor");

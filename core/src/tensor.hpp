@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "allocator.hpp"
+#include "small_vector.hpp"
 #include "runtime.hpp"
 
 namespace chipdock {
 
-using Shape = std::vector<int64_t>;
+using Shape = SmallVector<int64_t, 6>;
 
 class Storage {
  public:
@@ -35,6 +36,7 @@ class Storage {
 
  private:
   Storage() = default;
+  struct Maker;  // lets std::make_shared reach the private constructor
   Device* device_ = nullptr;
   void* data_ = nullptr;
   size_t nbytes_ = 0;
@@ -48,6 +50,8 @@ class Tensor {
 
   // A new contiguous tensor on `device`, allocated for its current stream.
   static Tensor empty(Device& device, const Shape& shape, cd_dtype_t dtype);
+  // The same, allocated for `stream` (a stream of `device`).
+  static Tensor empty(Device& device, const Shape& shape, cd_dtype_t dtype, Stream& stream);
 
   const std::shared_ptr<Storage>& storage() const noexcept { return storage_; }
   Device& device() const noexcept { return storage_->device(); }
@@ -65,7 +69,7 @@ class Tensor {
 
   // Metadata-only views. Bounds are checked against the storage.
   Tensor as_strided(const Shape& shape, const Shape& strides, int64_t offset) const;
-  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
 
   // Data movement (all ordered on the current stream of the device).

@@ -52,7 +52,7 @@ void raw_launch(const std::string& op, const std::vector<Tensor>& inputs, const 
   if (outputs.empty()) throw_invalid("launch_kernel", "at least one output is needed");
   std::vector<Attribute> attributes;
   for (auto [key, value] : attrs) attributes.push_back(to_attribute(py::str(key), value, "launch_kernel"));
-  std::vector<const Tensor*> in, out;
+  TensorRefs in, out;
   for (const Tensor& t : inputs) in.push_back(&t);
   for (const Tensor& t : outputs) out.push_back(&t);
   Device& device = outputs.front().device();
@@ -62,9 +62,11 @@ void raw_launch(const std::string& op, const std::vector<Tensor>& inputs, const 
                                          " and " + device.label() + ")");
     }
   }
+  std::optional<DtypeList> sig;
+  if (signature) sig.emplace(*signature);
   py::gil_scoped_release release;
   StreamPtr stream = device.current_stream();
-  launch_kernel(*stream, op, in, out, attributes, signature ? &*signature : nullptr);
+  launch_kernel(*stream, op, in, out, attributes, sig ? &*sig : nullptr);
 }
 
 // ------------------------------------------------------------ the opset --
@@ -149,7 +151,11 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequ
                 "takes " + std::to_string(op.inputs.size()) + " inputs, got " + std::to_string(args.size()));
   }
   std::vector<std::vector<Tensor>> groups(op.inputs.size());
-  std::map<std::string, cd_dtype_t> bound;
+  struct Bound {
+    const std::string* type_var;
+    cd_dtype_t dtype;
+  };
+  SmallVector<Bound, 4> bound;  // type variable -> dtype of its first tensor
   std::vector<size_t> pending;
   for (size_t i = 0; i < args.size(); ++i) {
     py::handle a = args[i];
@@ -167,13 +173,13 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequ
     }
     if (!groups[i].empty()) {
       if (device == nullptr) device = &groups[i].front().device();
-      bound.emplace(op.inputs[i].type_var, groups[i].front().dtype());
+      bound.push_back({&op.inputs[i].type_var, groups[i].front().dtype()});
     }
   }
   for (size_t i : pending) {
-    auto it = bound.find(op.inputs[i].type_var);
+    auto it = std::find_if(bound.begin(), bound.end(), [&](const Bound& b) { return *b.type_var == op.inputs[i].type_var; });
     if (device == nullptr) device = &to_device(py::none());
-    cd_dtype_t dtype = it != bound.end() ? it->second : CD_DTYPE_INVALID;
+    cd_dtype_t dtype = it != bound.end() ? it->dtype : CD_DTYPE_INVALID;
     groups[i].push_back(to_tensor(args[i], *device, dtype));
   }
   return groups;
@@ -201,11 +207,11 @@ py::object py_dispatch(const OpSpec& op, const py::sequence& args, const py::dic
   }
   if (device == nullptr && !op.inputs.empty()) device = &to_device(py::none());
   if (device == nullptr) device = &to_device(py::none());
-  DispatchResult result;
-  {
-    py::gil_scoped_release release;
-    result = dispatch(op, std::move(groups), given, device);
-  }
+  // The GIL stays held: dispatching only enqueues work, and every wait in
+  // the core (a synchronizing copy on the fallback path, the allocator
+  // draining a stream on OOM) drops it through BlockingSection. Releasing
+  // and retaking it costs more than a small op.
+  DispatchResult result = dispatch(op, std::move(groups), given, device);
   return wrap_outputs(op, std::move(result));
 }
 
