@@ -1,6 +1,9 @@
 #include "allocator.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <utility>
 
 #include "runtime.hpp"
 
@@ -76,11 +79,67 @@ void* CachingAllocator::device_allocate(size_t size) {
   return ptr;
 }
 
+namespace {
+
+std::atomic<bool> g_guard{false};
+std::mutex g_guard_mutex;
+std::vector<std::string> g_guard_violations;
+
+}  // namespace
+
+void set_allocation_guard(bool enabled) { g_guard = enabled; }
+bool allocation_guard() { return g_guard.load(std::memory_order_relaxed); }
+
+std::vector<std::string> take_allocation_guard_violations() {
+  std::lock_guard<std::mutex> lock(g_guard_mutex);
+  return std::exchange(g_guard_violations, {});
+}
+
+bool CachingAllocator::write_guard(Block* block, Stream& stream) {
+  // In stream order: earlier work on this stream may still use a reused block.
+  Plugin& p = device_->plugin();
+  if (p.api().memory_set_async == nullptr) return false;  // optional slot: no guard on this backend
+  void* guard = static_cast<char*>(block->ptr) + block->requested;
+  p.call(p.api().memory_set_async, "memory_set_async", device_->ordinal(), guard, int32_t{kGuardByte}, kGuardBytes,
+         stream.handle("memory_set_async"));
+  return true;
+}
+
+void CachingAllocator::check_guard(Block* block) noexcept {
+  uint8_t seen[kGuardBytes];
+  std::string problem;
+  try {
+    device_->synchronize();  // the block's last writer may still be running
+    Plugin& p = device_->plugin();
+    p.call(p.api().memcpy_device_to_host, "memcpy_device_to_host", device_->ordinal(), seen,
+           static_cast<const char*>(block->ptr) + block->requested, kGuardBytes);
+    size_t changed = 0, first = kGuardBytes;
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      if (seen[i] == kGuardByte) continue;
+      ++changed;
+      first = std::min(first, i);
+    }
+    if (changed == 0) return;
+    problem = device_->label() + ": " + std::to_string(changed) + " of the " + std::to_string(kGuardBytes) +
+              " guard bytes after a " + std::to_string(block->requested) + "-byte allocation were overwritten (from byte " +
+              std::to_string(block->requested + first) + " on): something wrote past the end of its buffer";
+  } catch (const std::exception& e) {
+    problem = device_->label() + ": could not check the guard bytes of a " + std::to_string(block->requested) +
+              "-byte allocation: " + e.what();
+  }
+  try {
+    std::lock_guard<std::mutex> lock(g_guard_mutex);
+    g_guard_violations.push_back(std::move(problem));
+  } catch (...) {  // out of memory while reporting: nothing better to do
+  }
+}
+
 Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
   if (&stream.device() != device_) {
     throw_invalid("allocate", "the stream belongs to " + stream.device().label() + ", not " + device_->label());
   }
-  const size_t size = round_size(bytes);
+  const bool guard = allocation_guard();
+  const size_t size = round_size(guard ? bytes + kGuardBytes : bytes);
   std::unique_lock<std::mutex> lock(mutex_);
   collect_completed_pending();
   Block* block = take_cached(size, stream.id());
@@ -116,6 +175,7 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
   }
   block->requested = bytes;
   block->stream_id = stream.id();
+  block->guarded = guard && write_guard(block, stream);
   stats_.current += block->size;
   if (stats_.current > stats_.peak) stats_.peak = stats_.current;
   ++stats_.allocations;
@@ -135,6 +195,7 @@ void CachingAllocator::record_stream(Block* block, const StreamPtr& stream) {
 void CachingAllocator::release(Block* block) noexcept {
   if (block == nullptr) return;
   if (device_->plugin().is_shut_down()) return;  // the process is exiting
+  if (block->guarded) check_guard(block);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.current -= block->size;
   --stats_.allocations;

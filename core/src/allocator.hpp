@@ -27,6 +27,7 @@ struct Block {
   void* ptr = nullptr;
   size_t size = 0;         // bytes reserved on the device
   size_t requested = 0;    // bytes the caller asked for
+  bool guarded = false;    // guard bytes follow `requested` (allocation guard on)
   uint64_t stream_id = 0;  // the pool it returns to
   std::vector<StreamPtr> used_on;  // other streams that touched it
   std::vector<EventPtr> pending;   // events to wait for before reuse
@@ -75,6 +76,8 @@ class CachingAllocator {
   std::vector<Block*> detach_cached();
   void free_blocks(const std::vector<Block*>& blocks) noexcept;
   void* device_allocate(size_t size);  // may throw OUT_OF_MEMORY
+  bool write_guard(Block* block, Stream& stream);  // true if the canary was written
+  void check_guard(Block* block) noexcept;        // records a violation
 
   Device* device_;
   mutable std::mutex mutex_;
@@ -85,5 +88,19 @@ class CachingAllocator {
 };
 
 std::string format_bytes(uint64_t bytes);
+
+// The allocation guard (a debugging aid the conformance suite turns on):
+// every block handed out while it is on carries kGuardBytes canary bytes
+// right after the requested size, written in stream order when it is handed
+// out and checked when it comes back. A kernel that writes past the end of
+// its output overwrites them; the check records a violation instead of
+// corrupting a neighbour silently. Checking synchronizes the device: slow,
+// and meant for conformance runs only.
+constexpr size_t kGuardBytes = 64;
+constexpr uint8_t kGuardByte = 0xA5;
+void set_allocation_guard(bool enabled);
+bool allocation_guard();
+// Violations found since the last call ("cpu:0: a 40-byte allocation: ..."), cleared.
+std::vector<std::string> take_allocation_guard_violations();
 
 }  // namespace chipdock

@@ -91,3 +91,31 @@ def test_oom_releases_the_cache_retries_then_reports_stats():
     assert "out of memory allocating 60.0 MiB on cpu:0" in err
     assert "current 50.0 MiB" in err and "peak" in err and "cached" in err and "free of 64.0 MiB" in err
     assert result["ooms"] == 1
+
+
+def test_allocation_guard_catches_a_write_past_the_end():
+    # Outside strict mode device pointers are host addresses, so the test can
+    # play a kernel that writes 3 bytes past its 40-byte output.
+    out = run_json(
+        """
+import ctypes, json
+import chipdock
+from chipdock import _C
+dev = chipdock.device("cpu:0")
+_C.set_allocation_guard(True)
+clean = chipdock.zeros((10,), chipdock.float32, dev)
+del clean
+found_clean = _C.take_allocation_guard_violations()
+bad = chipdock.zeros((10,), chipdock.float32, dev)
+chipdock.synchronize(dev)
+ctypes.memset(bad.data_ptr() + bad.nbytes, 0, 3)
+del bad
+found_bad = _C.take_allocation_guard_violations()
+_C.set_allocation_guard(False)
+print(json.dumps({"clean": found_clean, "bad": found_bad, "after": _C.take_allocation_guard_violations()}))
+""",
+        env={"CHIPDOCK_CPU_STRICT": "0"},
+    )
+    assert out["clean"] == []
+    assert len(out["bad"]) == 1 and "3 of the 64 guard bytes after a 40-byte allocation" in out["bad"][0]
+    assert out["after"] == []

@@ -96,6 +96,11 @@ double native_call_cost(Device& device, const std::string& what, int64_t iterati
 }  // namespace
 
 void register_runtime(py::module_& m) {
+  m.def("set_allocation_guard", &set_allocation_guard, py::arg("enabled"),
+        "Debugging aid: canary bytes after every new allocation, checked when it is released (synchronizes).");
+  m.def("allocation_guard", &allocation_guard);
+  m.def("take_allocation_guard_violations", &take_allocation_guard_violations,
+        "Guard violations found since the last call (and clears them).");
   m.def(
       "load_plugin", [](const py::dict& manifest) { return plugin_info(*Runtime::instance().add_plugin(manifest_from_dict(manifest))); },
       py::arg("manifest"), "Loads a plugin described by a checked manifest dict; raises PluginRefusedError.");
