@@ -141,11 +141,27 @@ Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype) {
   return convert(value, py::cast(&device, py::return_value_policy::reference), dtype).cast<Tensor>();
 }
 
-bool is_tensor(py::handle h) { return py::isinstance<Tensor>(h); }
+// The Tensor behind `h`, or NULL when `h` is not one (one type lookup).
+const Tensor* as_tensor(py::handle h) {
+  py::detail::make_caster<Tensor> caster;
+  if (!caster.load(h, false)) return nullptr;
+  return &py::detail::cast_op<const Tensor&>(caster);
+}
+
+// The positional operands of one call, borrowed from the caller's frame.
+using ArgList = SmallVector<PyObject*, 8>;
+
+// `fast` must be a list or tuple (PySequence_Fast), which owns the items.
+ArgList arg_list(const py::object& fast) {
+  ArgList out;
+  PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+  for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.ptr()); ++i) out.push_back(items[i]);
+  return out;
+}
 
 // Builds the per-declared-input groups; non-tensor operands take the dtype
 // of a tensor bound to the same type variable (like `x + 1` in PyTorch).
-std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequence& args, Device*& device) {
+std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList& args, Device*& device) {
   if (args.size() > op.inputs.size()) {
     throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name,
                 "takes " + std::to_string(op.inputs.size()) + " inputs, got " + std::to_string(args.size()));
@@ -162,11 +178,12 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequ
     if (a.is_none()) continue;
     if (op.inputs[i].variadic) {
       for (py::handle t : a.cast<py::sequence>()) {
-        if (!is_tensor(t)) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, op.inputs[i].name + ": expected tensors");
-        groups[i].push_back(t.cast<Tensor>());
+        const Tensor* tensor = as_tensor(t);
+        if (tensor == nullptr) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, op.inputs[i].name + ": expected tensors");
+        groups[i].push_back(*tensor);
       }
-    } else if (is_tensor(a)) {
-      groups[i].push_back(a.cast<Tensor>());
+    } else if (const Tensor* tensor = as_tensor(a)) {
+      groups[i].push_back(*tensor);
     } else {
       pending.push_back(i);
       continue;
@@ -180,7 +197,7 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const py::sequ
     auto it = std::find_if(bound.begin(), bound.end(), [&](const Bound& b) { return *b.type_var == op.inputs[i].type_var; });
     if (device == nullptr) device = &to_device(py::none());
     cd_dtype_t dtype = it != bound.end() ? it->dtype : CD_DTYPE_INVALID;
-    groups[i].push_back(to_tensor(args[i], *device, dtype));
+    groups[i].push_back(to_tensor(py::handle(args[i]), *device, dtype));
   }
   return groups;
 }
@@ -196,14 +213,16 @@ py::object wrap_outputs(const OpSpec& op, DispatchResult&& result) {
   return out;
 }
 
-py::object py_dispatch(const OpSpec& op, const py::sequence& args, const py::dict& attrs, py::handle device_obj) {
+py::object py_dispatch(const OpSpec& op, const ArgList& args, const py::dict* attrs, py::handle device_obj) {
   Device* device = device_obj.is_none() ? nullptr : &to_device(device_obj);
   std::vector<std::vector<Tensor>> groups = collect_inputs(op, args, device);
   std::vector<Attribute> given;
-  given.reserve(attrs.size());
-  for (auto [key, value] : attrs) {
-    if (value.is_none()) continue;
-    given.push_back(to_attribute(py::str(key), value, op.name.c_str()));
+  if (attrs != nullptr) {
+    given.reserve(attrs->size());
+    for (auto [key, value] : *attrs) {
+      if (value.is_none()) continue;
+      given.push_back(to_attribute(py::str(key), value, op.name.c_str()));
+    }
   }
   if (device == nullptr && !op.inputs.empty()) device = &to_device(py::none());
   if (device == nullptr) device = &to_device(py::none());
@@ -215,18 +234,28 @@ py::object py_dispatch(const OpSpec& op, const py::sequence& args, const py::dic
   return wrap_outputs(op, std::move(result));
 }
 
+// An op an operator dispatches to, looked up once (the opset is registered
+// from Python after this module loads, hence lazily).
+class OpRef {
+ public:
+  explicit OpRef(const char* name) : name_(name) {}
+  const OpSpec& get() {
+    if (spec_ == nullptr) spec_ = &find_op(name_);
+    return *spec_;
+  }
+
+ private:
+  const char* name_;
+  const OpSpec* spec_ = nullptr;
+};
+
 // A binary operator: `a op b`, or `b op a` when reflected.
-py::object binary(const char* name, py::handle self, py::handle other, bool reflected) {
-  static std::map<std::string, const OpSpec*> cache;
-  const OpSpec*& op = cache[name];
-  if (op == nullptr) op = &find_op(name);
-  py::tuple args = reflected ? py::make_tuple(other, self) : py::make_tuple(self, other);
-  return py_dispatch(*op, args, py::dict(), py::none());
+py::object binary(OpRef& op, py::handle self, py::handle other, bool reflected) {
+  const ArgList args = reflected ? ArgList{other.ptr(), self.ptr()} : ArgList{self.ptr(), other.ptr()};
+  return py_dispatch(op.get(), args, nullptr, py::none());
 }
 
-py::object unary(const char* name, py::handle self) {
-  return py_dispatch(find_op(name), py::make_tuple(self), py::dict(), py::none());
-}
+py::object unary(OpRef& op, py::handle self) { return py_dispatch(op.get(), ArgList{self.ptr()}, nullptr, py::none()); }
 
 FallbackPolicy parse_policy(const std::string& name) {
   if (name == "error") return FallbackPolicy::Error;
@@ -243,7 +272,9 @@ void register_dispatch(py::module_& m) {
   m.def(
       "dispatch",
       [](const std::string& name, const py::sequence& args, const py::dict& attrs, py::handle device) {
-        return py_dispatch(find_op(name), args, attrs, device);
+        const auto fast = py::reinterpret_steal<py::object>(PySequence_Fast(args.ptr(), "inputs must be a sequence"));
+        if (!fast) throw py::error_already_set();
+        return py_dispatch(find_op(name), arg_list(fast), &attrs, device);
       },
       py::arg("op"), py::arg("inputs"), py::arg("attributes"), py::arg("device") = py::none(),
       "Runs one op: inputs in declared order (None for an absent optional, a list for a variadic one).");
@@ -271,10 +302,16 @@ void register_dispatch(py::module_& m) {
 
   // Tensor operators, bound here so that `a + b` goes straight to C++.
   auto tensor = py::reinterpret_borrow<py::object>(m.attr("Tensor"));
-  auto def_binary = [&](const char* dunder, const char* op, bool reflected) {
+  // The OpRefs live as long as the module (the operators keep pointers).
+  auto def_binary = [&](const char* dunder, const char* name, bool reflected) {
+    OpRef* op = new OpRef(name);
     tensor.attr(dunder) = py::cpp_function(
-        [op, reflected](py::handle self, py::handle other) { return binary(op, self, other, reflected); },
+        [op, reflected](py::handle self, py::handle other) { return binary(*op, self, other, reflected); },
         py::is_method(tensor), py::arg("other"));
+  };
+  auto def_unary = [&](const char* dunder, const char* name) {
+    OpRef* op = new OpRef(name);
+    tensor.attr(dunder) = py::cpp_function([op](py::handle self) { return unary(*op, self); }, py::is_method(tensor));
   };
   const std::pair<const char*, const char*> forward[] = {
       {"__add__", "add"}, {"__sub__", "sub"}, {"__mul__", "mul"}, {"__truediv__", "div"}, {"__pow__", "pow"},
@@ -285,10 +322,9 @@ void register_dispatch(py::module_& m) {
       {"__radd__", "add"}, {"__rsub__", "sub"}, {"__rmul__", "mul"}, {"__rtruediv__", "div"},
       {"__rpow__", "pow"}, {"__rmatmul__", "matmul"}, {"__rand__", "logical_and"}, {"__ror__", "logical_or"}};
   for (const auto& [dunder, op] : reflected) def_binary(dunder, op, true);
-  tensor.attr("__neg__") = py::cpp_function([](py::handle self) { return unary("neg", self); }, py::is_method(tensor));
-  tensor.attr("__abs__") = py::cpp_function([](py::handle self) { return unary("abs", self); }, py::is_method(tensor));
-  tensor.attr("__invert__") =
-      py::cpp_function([](py::handle self) { return unary("logical_not", self); }, py::is_method(tensor));
+  def_unary("__neg__", "neg");
+  def_unary("__abs__", "abs");
+  def_unary("__invert__", "logical_not");
   // Elementwise __eq__ would otherwise make tensors unhashable.
   tensor.attr("__hash__") = py::cpp_function([](py::handle self) { return reinterpret_cast<intptr_t>(self.ptr()); },
                                              py::is_method(tensor));
