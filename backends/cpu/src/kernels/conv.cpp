@@ -28,13 +28,11 @@ namespace chipdock_cpu {
 namespace linalg {
 namespace {
 
-struct ConvShape {
+struct ConvShape : Window2d {
   bool transposed = false;
   int64_t N = 0, C = 0, H = 0, W = 0;  // input
   int64_t K = 0, OH = 0, OW = 0;       // output channels and size
   int64_t R = 0, S = 0, G = 1;         // kernel, groups
-  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t oph = 0, opw = 0;            // output_padding (transposed)
 };
 
@@ -45,24 +43,9 @@ ConvShape read_shape(const cd_kernel_context* ctx, const HostTensor& x, const Ho
   require_ndim(out, 4, "the output");
   ConvShape s;
   s.transposed = transposed;
-  const auto stride = attr_ints(ctx, "stride", 2, {1, 1});
-  const auto pad = attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
-  const auto dil = attr_ints(ctx, "dilation", 2, {1, 1});
+  static_cast<Window2d&>(s) = window_attributes(ctx, {1, 1}, true);
   s.G = attr_int(ctx, "groups", 1);
-  s.sh = stride[0];
-  s.sw = stride[1];
-  s.pt = pad[0];
-  s.pl = pad[1];
-  s.pb = pad[2];
-  s.pr = pad[3];
-  s.dh = dil[0];
-  s.dw = dil[1];
-  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1 || s.G < 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "stride, dilation and groups must be >= 1");
-  }
-  for (int64_t p : pad) {
-    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
-  }
+  if (s.G < 1) fail(CD_STATUS_INVALID_ARGUMENT, "groups must be >= 1");
   s.N = x.shape[0];
   s.C = x.shape[1];
   s.H = x.shape[2];

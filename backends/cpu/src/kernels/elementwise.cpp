@@ -67,23 +67,6 @@ void run_range(const Loop& loop, RowFn row, const Params& params, int64_t begin,
   }
 }
 
-void check_context(const cd_kernel_context* ctx, int32_t num_inputs) {
-  require_non_null(ctx, "ctx");
-  if (ctx->struct_size < CD_STRUCT_SIZE(cd_kernel_context, device)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "ctx->struct_size %zu is smaller than a v1.0 context",
-         ctx->struct_size);
-  }
-  if (ctx->num_inputs != num_inputs || ctx->num_outputs != 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "expects %d input%s and 1 output, got %d and %d",
-         num_inputs, num_inputs == 1 ? "" : "s", ctx->num_inputs, ctx->num_outputs);
-  }
-  require_non_null(ctx->inputs, "ctx->inputs");
-  require_non_null(ctx->outputs, "ctx->outputs");
-  for (int32_t i = 0; i < num_inputs; ++i) require_non_null(ctx->inputs[i], kInputNames[i]);
-  require_non_null(ctx->outputs[0], "ctx->outputs[0]");
-  if (ctx->num_attributes > 0) require_non_null(ctx->attributes, "ctx->attributes");
-}
-
 std::string describe(const cd_dtype_t* dtypes, int32_t num_inputs) {
   std::string text = "(";
   for (int32_t i = 0; i < num_inputs; ++i) text += (i ? ", " : "") + std::string(dtype_name(dtypes[i]));
@@ -160,7 +143,7 @@ double float_attribute(const cd_kernel_context* ctx, const char* name, double fa
 }
 
 void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs, PickFn pick) {
-  check_context(ctx, num_inputs);
+  check_context(ctx, num_inputs, num_inputs, 1, 1);
   std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
   HostTensor ops[kMaxOperands];
   ops[0] = resolve_view(*ctx->outputs[0], ctx->device, "output 0");

@@ -20,26 +20,7 @@ const cd_dtype_t kFloatTypes[4] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_
 // ---------------------------------------------------------------- context --
 
 void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int32_t max_inputs) {
-  require_non_null(ctx, "ctx");
-  if (ctx->struct_size < CD_STRUCT_SIZE(cd_kernel_context, device)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "ctx->struct_size %zu is smaller than a v1.0 context",
-         ctx->struct_size);
-  }
-  if (ctx->num_inputs < min_inputs || ctx->num_inputs > max_inputs || ctx->num_outputs != 1) {
-    if (min_inputs == max_inputs) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "expects %d inputs and 1 output, got %d and %d",
-           min_inputs, ctx->num_inputs, ctx->num_outputs);
-    }
-    fail(CD_STATUS_INVALID_ARGUMENT, "expects %d to %d inputs and 1 output, got %d and %d",
-         min_inputs, max_inputs, ctx->num_inputs, ctx->num_outputs);
-  }
-  require_non_null(ctx->inputs, "ctx->inputs");
-  require_non_null(ctx->outputs, "ctx->outputs");
-  for (int32_t i = 0; i < ctx->num_inputs; ++i) {
-    if (ctx->inputs[i] == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "ctx->inputs[%d] is NULL", i);
-  }
-  require_non_null(ctx->outputs[0], "ctx->outputs[0]");
-  if (ctx->num_attributes > 0) require_non_null(ctx->attributes, "ctx->attributes");
+  ::chipdock_cpu::check_context(ctx, min_inputs, max_inputs, 1, 1);
 }
 
 HostTensor input(const cd_kernel_context* ctx, int32_t i) {
@@ -99,6 +80,31 @@ double attr_float(const cd_kernel_context* ctx, const char* name, double fallbac
   if (a->type == CD_ATTR_FLOAT) return a->value.f;
   if (a->type == CD_ATTR_INT) return static_cast<double>(a->value.i);
   fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a float (type %d)", name, a->type);
+}
+
+Window2d window_attributes(const cd_kernel_context* ctx, const std::vector<int64_t>& default_stride,
+                           bool with_dilation) {
+  auto stride = attr_ints(ctx, "stride", -1, {});
+  if (stride.empty()) stride = default_stride;
+  if (stride.size() != 2) fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'stride' must have 2 values");
+  const auto pad = attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
+  const auto dil = with_dilation ? attr_ints(ctx, "dilation", 2, {1, 1}) : std::vector<int64_t>{1, 1};
+  Window2d w;
+  w.sh = stride[0];
+  w.sw = stride[1];
+  w.dh = dil[0];
+  w.dw = dil[1];
+  w.pt = pad[0];
+  w.pl = pad[1];
+  w.pb = pad[2];
+  w.pr = pad[3];
+  if (w.sh < 1 || w.sw < 1 || w.dh < 1 || w.dw < 1) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "stride and dilation must be >= 1");
+  }
+  for (int64_t p : pad) {
+    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
+  }
+  return w;
 }
 
 std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name, int64_t length,

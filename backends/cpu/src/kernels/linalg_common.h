@@ -44,6 +44,19 @@ double attr_float(const cd_kernel_context* ctx, const char* name, double fallbac
 std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name, int64_t length,
                                const std::vector<int64_t>& fallback);
 
+// The sliding window of conv2d, conv_transpose2d and the pools: strides,
+// padding (top, left, bottom, right) and dilation.
+struct Window2d {
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+};
+
+// Reads `stride` (default `default_stride`), `padding` and, when
+// `with_dilation`, `dilation`; strides and dilations must be >= 1, padding
+// >= 0 (INVALID_ARGUMENT otherwise).
+Window2d window_attributes(const cd_kernel_context* ctx, const std::vector<int64_t>& default_stride,
+                           bool with_dilation);
+
 // ------------------------------------------------------------------ views --
 
 // A host-addressable strided array (strides in elements, any sign, 0 = broadcast).
@@ -118,21 +131,6 @@ std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::
 // Number of OpenMP threads a parallel region gets here.
 int max_threads();
 
-// parallel_for (numeric.h) whose body may throw: the first exception is
-// rethrown after the region (one must never leave an OpenMP region).
-template <class F> void parallel_guarded(int64_t n, int64_t grain, F&& fn) {
-  std::exception_ptr error;
-  std::mutex mu;
-  parallel_for(n, grain, [&](int64_t begin, int64_t end) {
-    try {
-      fn(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-    }
-  });
-  if (error) std::rethrow_exception(error);
-}
 
 // ------------------------------------------------------------ float64 GEMM --
 

@@ -44,11 +44,6 @@ extern const cd_dtype_t kNumericDtypes[9];   // numeric (all but bool)
 extern const cd_dtype_t kFloatDtypes[4];     // float
 extern const cd_dtype_t kIndexDtypes[2];     // int32, int64
 
-// --- the kernel context ------------------------------------------------------------
-// Checks the context header and that the number of inputs and outputs lies in
-// the given ranges (max -1: unbounded), and that no view pointer is NULL.
-void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int32_t max_inputs,
-                   int32_t min_outputs, int32_t max_outputs);
 
 // resolve_view of input / output `i`; outputs must be C-contiguous.
 HostTensor input_tensor(const cd_kernel_context* ctx, int32_t i);
@@ -77,22 +72,6 @@ inline void check_live(const HostTensor& t, const char* what) {
 }
 
 // --- parallel loops ------------------------------------------------------------------
-// parallel_for that lets `fn` throw: the first exception is rethrown after
-// every thread finished (an exception must never leave an OpenMP region).
-template <class F>
-void parallel_chunks(int64_t n, int64_t grain, F&& fn) {
-  std::exception_ptr error;
-  std::mutex mu;
-  parallel_for(n, grain, [&](int64_t begin, int64_t end) {
-    try {
-      fn(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-    }
-  });
-  if (error) std::rethrow_exception(error);
-}
 
 // Bytes above which a copy-like loop goes parallel.
 constexpr int64_t kParallelBytes = int64_t{1} << 18;

@@ -28,7 +28,7 @@ std::vector<int64_t> load_indices(const HostTensor& idx, int64_t size, int64_t a
   const std::vector<int64_t> bs = byte_strides(idx);
   const int64_t* strides[1] = {bs.data()};
   const int64_t rows = idx.numel / last;
-  parallel_chunks(rows, idx.numel > 65536 ? 0 : rows, [&](int64_t r0, int64_t r1) {
+  parallel_guarded(rows, idx.numel > 65536 ? 0 : rows, [&](int64_t r0, int64_t r1) {
     walk_rows<1>(nd == 0 ? 0 : nd - 1, idx.shape.data(), strides, r0, r1,
                  [&](int64_t row, const int64_t* off) {
                    const char* p = idx.origin + off[0];
@@ -238,7 +238,7 @@ void run_gather_elements(const GatherElementsPlan& p) {
   const int64_t rows = p.idx.numel / p.idx.shape[nd - 1];
   const int64_t grain = p.out.numel > 32768 ? 0 : rows;
   const bool is64 = p.idx.dtype == CD_DTYPE_INT64;
-  parallel_chunks(rows, grain, [&](int64_t r0, int64_t r1) {
+  parallel_guarded(rows, grain, [&](int64_t r0, int64_t r1) {
     auto go = [&](auto utag) {
       using U = decltype(utag);
       if (is64) {
@@ -539,7 +539,7 @@ void run_scatter(const ScatterPlan& p) {
   const bool is64 = p.idx.dtype == CD_DTYPE_INT64;
   dispatch_dtype(p.out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    parallel_chunks(units, work > 32768 ? 0 : units, [&](int64_t u0, int64_t u1) {
+    parallel_guarded(units, work > 32768 ? 0 : units, [&](int64_t u0, int64_t u1) {
       std::vector<double> acc;
       for (int64_t u = u0; u < u1; ++u) {
         const int64_t o = u / blocks, b = u % blocks;

@@ -161,7 +161,7 @@ void run_resize(const ResizePlan& p) {
   dispatch_dtype(p.in.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (is_floating_v<T>) {
-      parallel_chunks(rows, grain, [&](int64_t r0, int64_t r1) {
+      parallel_guarded(rows, grain, [&](int64_t r0, int64_t r1) {
         linear_rows<T>(p, plane_off, r0, r1, htaps, wtaps);
       });
     }

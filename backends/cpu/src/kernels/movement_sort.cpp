@@ -183,7 +183,7 @@ void run_sort(const SortPlan& p) {
   dispatch_dtype(p.in.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      parallel_chunks(rows, grain, [&](int64_t r0, int64_t r1) { sort_rows<T>(p, r0, r1); });
+      parallel_guarded(rows, grain, [&](int64_t r0, int64_t r1) { sort_rows<T>(p, r0, r1); });
     }
   });
 }

@@ -27,36 +27,10 @@ struct NormPlan {
   bool row_channels = false;  // batch_norm: a row is a whole sample
 };
 
-// The hot loops, once per instruction-set level (internal linkage: each
-// file has its own copies).
-namespace {
-#if CD_RED_X86
-CD_RED_BEGIN_AVX512
-namespace isa_avx512 {
-#define CD_ISA_LEVEL 2
-#include "reduce_simd.h"
-#include "norm_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_avx512
-CD_RED_END
-
-CD_RED_BEGIN_AVX2
-namespace isa_avx2 {
-#define CD_ISA_LEVEL 1
-#include "reduce_simd.h"
-#include "norm_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_avx2
-CD_RED_END
-#endif
-
-namespace isa_base {
-#define CD_ISA_LEVEL 0
-#include "reduce_simd.h"
-#include "norm_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_base
-}  // namespace
+// The hot loops, once per instruction-set level.
+#define CD_RED_OPS_HEADER "norm_ops.h"
+#include "reduce_levels.h"
+#undef CD_RED_OPS_HEADER
 
 namespace {
 

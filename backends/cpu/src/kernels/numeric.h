@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 
@@ -179,6 +181,22 @@ template <class F> void parallel_for(int64_t n, int64_t grain, F&& fn) {
 #endif
   (void)grain;
   fn(int64_t{0}, n);
+}
+
+// parallel_for whose body may throw: the first exception is rethrown after
+// every thread finished (an exception must never leave an OpenMP region).
+template <class F> void parallel_guarded(int64_t n, int64_t grain, F&& fn) {
+  std::exception_ptr error;
+  std::mutex mu;
+  parallel_for(n, grain, [&](int64_t begin, int64_t end) {
+    try {
+      fn(begin, end);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+  });
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace chipdock_cpu

@@ -33,10 +33,9 @@ namespace chipdock_cpu {
 namespace linalg {
 namespace {
 
-struct PoolShape {
+struct PoolShape : Window2d {
   int64_t N = 0, C = 0, H = 0, W = 0, OH = 0, OW = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t kh = 1, kw = 1;
   bool ceil_mode = false, include_pad = false;
 };
 
@@ -55,29 +54,12 @@ PoolShape read_pool(const cd_kernel_context* ctx, const HostTensor& x, const Hos
   require_ndim(out, 4, "the output");
   PoolShape s;
   const auto kernel = attr_ints(ctx, "kernel", 2, {});
-  auto stride = attr_ints(ctx, "stride", -1, {});
-  if (stride.empty()) stride = kernel;
-  if (stride.size() != 2) fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'stride' must have 2 values");
-  const auto pad = attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
-  const auto dil = is_max ? attr_ints(ctx, "dilation", 2, {1, 1}) : std::vector<int64_t>{1, 1};
+  if (kernel[0] < 1 || kernel[1] < 1) fail(CD_STATUS_INVALID_ARGUMENT, "kernel must be >= 1");
+  static_cast<Window2d&>(s) = window_attributes(ctx, kernel, is_max);  // stride defaults to the kernel
   s.kh = kernel[0];
   s.kw = kernel[1];
-  s.sh = stride[0];
-  s.sw = stride[1];
-  s.dh = dil[0];
-  s.dw = dil[1];
-  s.pt = pad[0];
-  s.pl = pad[1];
-  s.pb = pad[2];
-  s.pr = pad[3];
   s.ceil_mode = attr_int(ctx, "ceil_mode", 0) != 0;
   s.include_pad = !is_max && attr_int(ctx, "count_include_pad", 0) != 0;
-  if (s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "kernel, stride and dilation must be >= 1");
-  }
-  for (int64_t p : pad) {
-    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
-  }
   s.N = x.shape[0];
   s.C = x.shape[1];
   s.H = x.shape[2];

@@ -3,8 +3,7 @@
 // argmin (`reduce_axis`: one normalized `axis`, int64 output). Also the
 // instruction-set dispatch shared by the reduction and normalization files,
 // and register_reductions, which registers the whole family.
-#include <cstdlib>
-
+#include "isa.h"
 #include "reduce_common.h"
 
 namespace chipdock_cpu {
@@ -13,49 +12,8 @@ namespace red {
 // --- instruction-set level ----------------------------------------------------------
 
 // The backend's shared level (kernels/isa.h: CPU features, capped by
-// CHIPDOCK_CPU_ISA through config.h) when it has one; else detected here the
-// same way.
-#if __has_include("isa.h")
-}  // namespace red
-}  // namespace chipdock_cpu
-#include "isa.h"
-namespace chipdock_cpu {
-namespace red {
-
+// CHIPDOCK_CPU_ISA through config.h).
 int active_isa() { return static_cast<int>(kernel_isa()); }
-
-#else
-namespace {
-
-int detect_isa() {
-  int level = kIsaBaseline;
-#if CD_RED_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
-      __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2")) {
-    level = kIsaAvx2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-      level = kIsaAvx512;
-    }
-  }
-#endif
-  if (const char* env = std::getenv("CHIPDOCK_CPU_ISA")) {
-    const std::string v(env);
-    if (v == "baseline") level = kIsaBaseline;
-    if (v == "avx2") level = std::min(level, static_cast<int>(kIsaAvx2));
-  }
-  return level;
-}
-
-}  // namespace
-
-int active_isa() {
-  static const int isa = detect_isa();
-  return isa;
-}
-#endif
 
 // --- the plan ---------------------------------------------------------------------------
 
@@ -74,36 +32,10 @@ struct ReducePlan {
 
 // --- the per-level kernels ----------------------------------------------------------------
 
-// The hot loops, once per instruction-set level (internal linkage: each
-// file has its own copies).
-namespace {
-#if CD_RED_X86
-CD_RED_BEGIN_AVX512
-namespace isa_avx512 {
-#define CD_ISA_LEVEL 2
-#include "reduce_simd.h"
-#include "reduce_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_avx512
-CD_RED_END
-
-CD_RED_BEGIN_AVX2
-namespace isa_avx2 {
-#define CD_ISA_LEVEL 1
-#include "reduce_simd.h"
-#include "reduce_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_avx2
-CD_RED_END
-#endif
-
-namespace isa_base {
-#define CD_ISA_LEVEL 0
-#include "reduce_simd.h"
-#include "reduce_ops.h"
-#undef CD_ISA_LEVEL
-}  // namespace isa_base
-}  // namespace
+// The hot loops, once per instruction-set level.
+#define CD_RED_OPS_HEADER "reduce_ops.h"
+#include "reduce_levels.h"
+#undef CD_RED_OPS_HEADER
 
 // --- the kernels -------------------------------------------------------------------------
 

@@ -170,32 +170,7 @@ inline std::vector<Dim> dims_of(const HostTensor& t, size_t begin, size_t end) {
 
 inline void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int32_t max_inputs,
                           int32_t num_outputs) {
-  require_non_null(ctx, "ctx");
-  if (ctx->struct_size < CD_STRUCT_SIZE(cd_kernel_context, device)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "ctx->struct_size %zu is smaller than a v1.0 context",
-         ctx->struct_size);
-  }
-  if (ctx->num_inputs < min_inputs || ctx->num_inputs > max_inputs ||
-      ctx->num_outputs != num_outputs) {
-    if (min_inputs == max_inputs) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "expects %d input(s) and %d output(s), got %d and %d",
-           min_inputs, num_outputs, ctx->num_inputs, ctx->num_outputs);
-    }
-    fail(CD_STATUS_INVALID_ARGUMENT,
-         "expects %d to %d inputs and %d output(s), got %d and %d", min_inputs, max_inputs,
-         num_outputs, ctx->num_inputs, ctx->num_outputs);
-  }
-  if (ctx->num_inputs > 0) require_non_null(ctx->inputs, "ctx->inputs");
-  require_non_null(ctx->outputs, "ctx->outputs");
-  for (int32_t i = 0; i < ctx->num_inputs; ++i) {
-    if (ctx->inputs[i] == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "ctx->inputs[%d] is NULL", i);
-  }
-  for (int32_t i = 0; i < ctx->num_outputs; ++i) {
-    if (ctx->outputs[i] == nullptr) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "ctx->outputs[%d] is NULL", i);
-    }
-  }
-  if (ctx->num_attributes > 0) require_non_null(ctx->attributes, "ctx->attributes");
+  ::chipdock_cpu::check_context(ctx, min_inputs, max_inputs, num_outputs, num_outputs);
 }
 
 inline const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name) {
@@ -332,17 +307,7 @@ template <class F> void parallel_items(int64_t items, int64_t work, F&& fn) {
     fn(int64_t{0}, items);
     return;
   }
-  std::exception_ptr error;
-  std::mutex mu;
-  parallel_for(items, 0, [&](int64_t begin, int64_t end) {
-    try {
-      fn(begin, end);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-    }
-  });
-  if (error) std::rethrow_exception(error);
+  parallel_guarded(items, 0, fn);
 }
 
 // --- registration ---------------------------------------------------------------------

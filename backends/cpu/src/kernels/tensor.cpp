@@ -111,4 +111,38 @@ HostTensor resolve_view(const cd_tensor_view& v, int32_t device, const char* wha
   return t;
 }
 
+void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int32_t max_inputs,
+                   int32_t min_outputs, int32_t max_outputs) {
+  require_non_null(ctx, "ctx");
+  if (ctx->struct_size < CD_STRUCT_SIZE(cd_kernel_context, device)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "ctx->struct_size %zu is smaller than a v1.0 context",
+         ctx->struct_size);
+  }
+  const bool inputs_ok =
+      ctx->num_inputs >= min_inputs && (max_inputs < 0 || ctx->num_inputs <= max_inputs);
+  const bool outputs_ok =
+      ctx->num_outputs >= min_outputs && (max_outputs < 0 || ctx->num_outputs <= max_outputs);
+  if (!inputs_ok || !outputs_ok) {
+    auto range = [](int32_t lo, int32_t hi) {
+      if (hi < 0) return format("at least %d", lo);
+      if (lo == hi) return format("%d", lo);
+      return format("%d to %d", lo, hi);
+    };
+    fail(CD_STATUS_INVALID_ARGUMENT, "expects %s input(s) and %s output(s), got %d and %d",
+         range(min_inputs, max_inputs).c_str(), range(min_outputs, max_outputs).c_str(),
+         ctx->num_inputs, ctx->num_outputs);
+  }
+  if (ctx->num_inputs > 0) require_non_null(ctx->inputs, "ctx->inputs");
+  require_non_null(ctx->outputs, "ctx->outputs");
+  for (int32_t i = 0; i < ctx->num_inputs; ++i) {
+    if (ctx->inputs[i] == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "ctx->inputs[%d] is NULL", i);
+  }
+  for (int32_t i = 0; i < ctx->num_outputs; ++i) {
+    if (ctx->outputs[i] == nullptr) {
+      fail(CD_STATUS_INVALID_ARGUMENT, "ctx->outputs[%d] is NULL", i);
+    }
+  }
+  if (ctx->num_attributes > 0) require_non_null(ctx->attributes, "ctx->attributes");
+}
+
 }  // namespace chipdock_cpu

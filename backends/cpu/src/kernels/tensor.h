@@ -37,6 +37,12 @@ struct HostTensor {
 // `what` names it in messages ("input 0", "output 0").
 HostTensor resolve_view(const cd_tensor_view& view, int32_t device, const char* what);
 
+// Validates a kernel context before anything is read from it: its struct
+// size, min..max inputs and outputs (max < 0: no upper bound), and non-NULL
+// input, output and attribute arrays and entries. Throws INVALID_ARGUMENT.
+void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int32_t max_inputs,
+                   int32_t min_outputs, int32_t max_outputs);
+
 }  // namespace chipdock_cpu
 
 #endif  // CHIPDOCK_CPU_KERNELS_TENSOR_H_
