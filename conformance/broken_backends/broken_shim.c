@@ -326,8 +326,8 @@ static staged_job* new_job(const cd_kernel_context* ctx) {
   job->ndim = in->ndim;
   job->in_numel = view_numel(in);
   job->out_numel = view_numel(out);
-  job->in = device_offset(in->data, in->byte_offset * (int64_t)dtype_size(in->dtype));
-  job->out = device_offset(out->data, out->byte_offset * (int64_t)dtype_size(out->dtype));
+  job->in = device_offset(in->data, in->byte_offset);
+  job->out = device_offset(out->data, out->byte_offset);
   if (in->ndim > 0) memcpy(job->shape, in->shape, (size_t)in->ndim * sizeof(int64_t));
   return job;
 }
@@ -420,7 +420,7 @@ static cd_error* sum_skips_tail(const cd_kernel_context* ctx) {
 static cd_error* relu_writes_past_end(const cd_kernel_context* ctx) {
   const cd_tensor_view* out = ctx->outputs[0];
   size_t itemsize = dtype_size(out->dtype);
-  int64_t end = (out->byte_offset + view_numel(out)) * (int64_t)itemsize;
+  int64_t end = out->byte_offset + view_numel(out) * (int64_t)itemsize;
   cd_error* e = call_original(ctx);
   if (e != NULL || view_numel(out) == 0) return e;
   e = g_cpu->memory_set_async(ctx->device, device_offset(out->data, end), SHIM_PAST_END_VALUE,
