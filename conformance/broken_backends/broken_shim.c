@@ -90,9 +90,12 @@ static cd_error g_error_rank = {CD_STATUS_INVALID_ARGUMENT,
                                 BROKEN_NAME ": the planted kernel handles at most 16 dims"};
 static cd_error g_error_nothing = {CD_STATUS_INTERNAL,
                                    BROKEN_NAME ": the CPU reference registered no kernel to break"};
+static cd_error g_error_no_original = {CD_STATUS_INTERNAL,
+                                       BROKEN_NAME ": no CPU kernel was registered for this dtype"};
 
 static int shim_owns(const cd_error* error) {
-  return error == &g_error_oom || error == &g_error_rank || error == &g_error_nothing;
+  return error == &g_error_oom || error == &g_error_rank || error == &g_error_nothing ||
+         error == &g_error_no_original;
 }
 static cd_status_t shim_error_get_code(const cd_error* error) {
   return shim_owns(error) ? error->code : g_cpu->error_get_code(error);
@@ -132,6 +135,7 @@ static size_t dtype_size(cd_dtype_t dtype) {
 /* The real kernel for the call's dtype. */
 static cd_error* call_original(const cd_kernel_context* ctx) {
   cd_dtype_t dtype = ctx->num_inputs > 0 ? ctx->inputs[0]->dtype : ctx->outputs[0]->dtype;
+  if (dtype <= 0 || dtype >= CD_DTYPE_COUNT || g_original[dtype] == NULL) return &g_error_no_original;
   return g_original[dtype](ctx);
 }
 
