@@ -24,6 +24,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import threading
@@ -40,6 +41,7 @@ PROBES = TESTS_DIR / "_broken_probes.py"
 
 PROBE_TIMEOUT_S = 60  # a probe takes about a second; the slack is for a loaded CI machine
 HANG_SETTLE_S = 4  # how long neg gets once the control is done, before it counts as hung
+CONFORMANCE_CLI = [sys.executable, "-m", "chipdock.cli", "conformance"]
 CLI_TIMEOUT_S = 480  # one conformance run on a small selection, its own hang timeouts included
 
 pytestmark = pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake not installed")
@@ -85,7 +87,8 @@ def child_env(manifest: Path | None) -> dict[str, str]:
     spec = importlib.util.find_spec("chipdock_conformance")
     if spec is not None and spec.origin is not None:
         package_parent = str(Path(spec.origin).parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+        if package_parent not in {*site.getsitepackages(), site.getusersitepackages()}:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     return env
 
 
@@ -236,15 +239,14 @@ needs_runner = pytest.mark.skipif(runner_missing(), reason="chipdock_conformance
 @functools.cache
 def cli_has_timeout_option() -> bool:
     """Whether `chipdock conformance` takes --timeout (the per-case hang limit)."""
-    result = subprocess.run([sys.executable, "-m", "chipdock.cli", "conformance", "--help"], env=child_env(None),
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run([*CONFORMANCE_CLI, "--help"], env=child_env(None), capture_output=True, text=True,
+                            timeout=120, check=False)
     return "--timeout" in result.stdout
 
 
 def run_conformance(device: str, only: tuple[str, ...], report: Path, manifest: Path | None,
                     case_timeout_s: float | None = None) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    command = [sys.executable, "-m", "chipdock.cli", "conformance", "--device", device, "--suite", "quick",
-               "--report", str(report)]
+    command = [*CONFORMANCE_CLI, "--device", device, "--suite", "quick", "--report", str(report)]
     for pattern in only:
         command += ["--only", pattern]
     if case_timeout_s is not None and cli_has_timeout_option():
