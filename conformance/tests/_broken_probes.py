@@ -127,6 +127,41 @@ def leak(device: str) -> tuple[bool, str]:
     return before - after >= 64 << 20, f"free memory {before} before, {after} after a freed 64 MiB"
 
 
+def fp16_sum_shapes(device: str) -> tuple[bool, str]:
+    """The planted float16 sum is right where float16 accumulation is exact
+    (small integers): every axes/keepdims combination and a strided input.
+    Observed means a mismatch, a defect beyond the planted one."""
+    data = (np.arange(2 * 3 * 5, dtype=np.float16) % 7).reshape(2, 3, 5)
+    x = chipdock.tensor(data, device=device)
+    mismatches = []
+    for axes in [(), (0,), (1,), (2,), (0, 2), (-1,)]:
+        for keepdims in (False, True):
+            got = ops.sum(x, axes=axes, keepdims=keepdims).numpy()
+            want = data.sum(axis=axes or None, keepdims=keepdims, dtype=np.float16)
+            if got.shape != want.shape or not np.array_equal(got, want):
+                mismatches.append((axes, keepdims, got.tolist(), want.tolist()))
+    strided = ops.sum(x.transpose(0, 2), axes=(1,)).numpy()
+    if not np.array_equal(strided, data.transpose(2, 1, 0).sum(axis=1)):
+        mismatches.append(("transposed", strided.tolist()))
+    empty = ops.sum(chipdock.zeros((0, 3), chipdock.float16, device=device), axes=(0,)).numpy()
+    if not np.array_equal(empty, np.zeros(3, np.float16)):
+        mismatches.append(("empty", empty.tolist()))
+    return bool(mismatches), f"mismatches: {mismatches}"
+
+
+def exp_f64_views(device: str) -> tuple[bool, str]:
+    """The planted float64 exp has float32 accuracy on every layout, no worse.
+    Observed means it is worse: a defect beyond the planted one."""
+    data = np.linspace(-5, 5, 24, dtype=np.float64).reshape(4, 6)
+    x = chipdock.tensor(data, device=device)
+    worst = 0.0
+    for view, want in [(x, data), (x.transpose(0, 1), data.T), (x[1:, ::2], data[1:, ::2])]:
+        got = ops.exp(view).numpy()
+        expected = np.exp(want)
+        worst = max(worst, float(np.max(np.abs(got - expected) / expected)) if got.shape == expected.shape else 1.0)
+    return worst > 1e-6, f"worst relative error {worst:.3g}"
+
+
 def private_instance(device: str) -> tuple[bool, str]:
     """Run on a broken backend: is its CPU instance separate from the real one?
 
@@ -201,7 +236,8 @@ def wait_event_ignored(device: str) -> tuple[bool, str]:
 PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     copy_drops_last_byte, async_copy_ignores_order, event_early, timing_backwards, fp16_accumulate,
     broadcast_axis, reduction_skips_tail, writes_past_output, leak, crash_kernel, hang_kernel,
-    wrong_dtype_claim, stream_query_idle, callback_runs_early, wait_event_ignored, private_instance)}
+    wrong_dtype_claim, stream_query_idle, callback_runs_early, wait_event_ignored, private_instance,
+    fp16_sum_shapes, exp_f64_views)}
 
 
 def main(argv: list[str]) -> int:

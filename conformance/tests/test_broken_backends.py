@@ -225,6 +225,19 @@ def test_private_cpu_instance_is_separate(broken: BrokenBuild) -> None:
     assert seen[leak.device]["observed"], seen[leak.device]["detail"]
 
 
+@pytest.mark.parametrize("bug_name, probe", [("fp16_accumulate", "fp16_sum_shapes"),
+                                             ("wrong_dtype_claim", "exp_f64_views")])
+def test_planted_kernels_are_otherwise_right(broken: BrokenBuild, bug_name: str, probe: str) -> None:
+    """The two kernels the shim computes itself differ from the reference only
+    by their planted bug: shapes, axes, keepdims, views and empty inputs are
+    right, so the suite fails them for precision alone."""
+    [bug] = [bug for bug in BUGS if bug.name == bug_name]
+    returncode, seen, err = run_probe(broken, bug, probe, "cpu:0", bug.device)
+    assert returncode == 0, err
+    for device in ("cpu:0", bug.device):
+        assert not seen[device]["observed"], f"{device}: {seen[device]['detail']}"
+
+
 # ---- the conformance CLI on each broken backend ------------------------------
 def runner_missing() -> bool:
     try:
