@@ -72,7 +72,6 @@ def load_bugs() -> list[Bug]:
 
 
 BUGS = load_bugs()
-FATAL = {"crash_kernel", "hang_kernel"}  # their symptom is how the process ends
 
 
 def child_env(manifest: Path | None) -> dict[str, str]:
