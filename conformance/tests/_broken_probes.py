@@ -1,0 +1,254 @@
+"""Direct probes: does a planted bug really show through the chipdock API?
+
+Run as a script in a child process that has the broken backend on
+CHIPDOCK_PLUGIN_PATH (test_broken_backends.py does this):
+
+    python _broken_probes.py BUG DEVICE [DEVICE...]
+
+It runs the probe for BUG on each DEVICE in turn and prints one JSON line per
+device as soon as it is done, ``{"device": str, "observed": bool, "detail":
+str}``: whether the bug's symptom was seen. The same probe on the CPU
+reference ("cpu:0", run first) is the control and must not see it. The crash
+and hang probes just run the broken op: their symptom is how the child ends
+(a signal, a timeout), which the caller judges.
+
+Timing-based probes hold a stream busy with a host callback that sleeps
+(SLOW_S), far longer than the few microseconds between enqueueing and
+checking, so a correct backend cannot finish early by chance.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import chipdock
+from chipdock import ops
+
+SLOW_S = 0.3
+Probe = Callable[[str], tuple[bool, str]]
+
+
+def busy_stream(device: str) -> chipdock.Stream:
+    """A new stream whose queue is held up by a sleeping host callback."""
+    stream = chipdock.Stream(device)
+    stream.add_callback(lambda: time.sleep(SLOW_S))
+    return stream
+
+
+def copy_drops_last_byte(device: str) -> tuple[bool, str]:
+    # Zeros on both sides, so a byte that was not copied reads 0, not stale memory.
+    data = np.array([1, 2, 3, 4, 5, 6, 7, 8, 0xA5], dtype=np.uint8)
+    on_device = chipdock.zeros(9, chipdock.uint8, device=device)
+    on_device.copy_(data)  # the stream is idle: the synchronous copy slots
+    back = on_device.numpy(out=np.zeros(9, np.uint8))
+    return not np.array_equal(back, data), f"round trip of {data.tolist()} gave {back.tolist()}"
+
+
+def async_copy_ignores_order(device: str) -> tuple[bool, str]:
+    source = chipdock.tensor(np.arange(1, 9, dtype=np.float32), device=device)
+    stream = busy_stream(device)
+    with chipdock.stream(stream):
+        target = ops.neg(source)  # queued behind the sleep
+        target.copy_(np.full(8, 7.0, np.float32))  # a host copy on a busy stream: the async slot
+    stream.synchronize()
+    result = target.numpy()
+    return not np.all(result == 7.0), f"neg then copy_ of 7s left {result.tolist()}"
+
+
+def event_early(device: str) -> tuple[bool, str]:
+    stream = busy_stream(device)
+    event = chipdock.Event(device)
+    event.record(stream)
+    done = event.query()
+    stream.synchronize()
+    return done, f"event behind a {SLOW_S} s callback queried complete={done} at once"
+
+
+def timing_backwards(device: str) -> tuple[bool, str]:
+    stream = chipdock.Stream(device)
+    start, end = chipdock.Event(device), chipdock.Event(device)
+    start.record(stream)
+    stream.add_callback(lambda: time.sleep(0.02))
+    end.record(stream)
+    end.synchronize()
+    elapsed = start.elapsed_time(end)
+    return elapsed < 0, f"20 ms of work measured {elapsed:.3f} ms"
+
+
+def fp16_accumulate(device: str) -> tuple[bool, str]:
+    # 4096 ones: a float16 accumulator stops at 2048 (2049 is not a float16).
+    # They are a view that starts one element in, behind a 1000 that must not count.
+    data = np.ones(4097, np.float16)
+    data[0] = 1000
+    total = float(ops.sum(chipdock.tensor(data, device=device)[1:]).numpy())
+    return total == 2048.0, f"sum of 4096 float16 ones = {total}"
+
+
+def broadcast_axis(device: str) -> tuple[bool, str]:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(4, dtype=np.float32) * 10
+    got = ops.add(chipdock.tensor(a, device=device), chipdock.tensor(b, device=device)).numpy()
+    return not np.array_equal(got, a + b), f"(3,4) + (4,) gave {got.tolist()}, expected {(a + b).tolist()}"
+
+
+def reduction_skips_tail(device: str) -> tuple[bool, str]:
+    total = float(ops.sum(chipdock.tensor(np.ones(10, np.float32), device=device)).numpy())
+    return total != 10.0, f"sum of 10 float32 ones = {total}"
+
+
+def writes_past_output(device: str) -> tuple[bool, str]:
+    # 1000 float32 = 4000 bytes in a 4096-byte block. After relu's output is
+    # freed, a same-size request on the same stream gets that block back, and
+    # its bytes 4000..4003 show what was written past the output's end.
+    x = chipdock.tensor(np.linspace(-1, 1, 1000, dtype=np.float32), device=device)
+    probe = chipdock.tensor(np.zeros(1024, np.float32), device=device)
+    del probe  # a zeroed 4096-byte block into the cache
+    y = ops.relu(x)
+    chipdock.synchronize(device)
+    del y
+    reused = chipdock.empty(1024, chipdock.float32, device=device).numpy().view(np.uint8)
+    tail = reused[4000:4004].tolist()
+    return tail == [0x5A] * 4, f"bytes just past relu's output: {tail}"
+
+
+def leak(device: str) -> tuple[bool, str]:
+    dev = chipdock.device(device)
+    chipdock.empty_cache(dev)
+    before = dev.memory_info()[0]
+    block = chipdock.empty(64 << 20, chipdock.uint8, device=dev)
+    del block
+    chipdock.empty_cache(dev)
+    after = dev.memory_info()[0]
+    return before - after >= 64 << 20, f"free memory {before} before, {after} after a freed 64 MiB"
+
+
+def fp16_sum_shapes(device: str) -> tuple[bool, str]:
+    """The planted float16 sum is right where float16 accumulation is exact
+    (small integers): every axes/keepdims combination and a strided input.
+    Observed means a mismatch, a defect beyond the planted one."""
+    data = (np.arange(2 * 3 * 5, dtype=np.float16) % 7).reshape(2, 3, 5)
+    x = chipdock.tensor(data, device=device)
+    mismatches = []
+    for axes in [(), (0,), (1,), (2,), (0, 2), (-1,)]:
+        for keepdims in (False, True):
+            got = ops.sum(x, axes=axes, keepdims=keepdims).numpy()
+            want = data.sum(axis=axes or None, keepdims=keepdims, dtype=np.float16)
+            if got.shape != want.shape or not np.array_equal(got, want):
+                mismatches.append((axes, keepdims, got.tolist(), want.tolist()))
+    strided = ops.sum(x.transpose(0, 2), axes=(1,)).numpy()
+    if not np.array_equal(strided, data.transpose(2, 1, 0).sum(axis=1)):
+        mismatches.append(("transposed", strided.tolist()))
+    empty = ops.sum(chipdock.zeros((0, 3), chipdock.float16, device=device), axes=(0,)).numpy()
+    if not np.array_equal(empty, np.zeros(3, np.float16)):
+        mismatches.append(("empty", empty.tolist()))
+    return bool(mismatches), f"mismatches: {mismatches}"
+
+
+def exp_f64_views(device: str) -> tuple[bool, str]:
+    """The planted float64 exp has float32 accuracy on every layout, no worse.
+    Observed means it is worse: a defect beyond the planted one."""
+    data = np.linspace(-5, 5, 24, dtype=np.float64).reshape(4, 6)
+    x = chipdock.tensor(data, device=device)
+    worst = 0.0
+    for view, want in [(x, data), (x.transpose(0, 1), data.T), (x[1:, ::2], data[1:, ::2])]:
+        got = ops.exp(view).numpy()
+        expected = np.exp(want)
+        worst = max(worst, float(np.max(np.abs(got - expected) / expected)) if got.shape == expected.shape else 1.0)
+    return worst > 1e-6, f"worst relative error {worst:.3g}"
+
+
+def private_instance(device: str) -> tuple[bool, str]:
+    """Run on a broken backend: is its CPU instance separate from the real one?
+
+    Memory leaked on it must not show in cpu:0's accounting. Observed means
+    separate (this probe checks the shim, not a bug).
+    """
+    reference = chipdock.device("cpu:0")
+    reference_before = reference.memory_info()[0]
+    observed, detail = leak(device)
+    reference_after = reference.memory_info()[0]
+    separate = observed and reference_after == reference_before
+    return separate, f"{device}: {detail}; cpu:0 free {reference_before} -> {reference_after}"
+
+
+def crash_kernel(device: str) -> tuple[bool, str]:
+    result = ops.abs(chipdock.tensor(np.arange(-3, 3, dtype=np.float32), device=device)).numpy()
+    return False, f"abs ran to the end: {result.tolist()}"
+
+
+def hang_kernel(device: str) -> tuple[bool, str]:
+    result = ops.neg(chipdock.tensor(np.arange(-3, 3, dtype=np.float32), device=device)).numpy()
+    return False, f"neg ran to the end: {result.tolist()}"
+
+
+def wrong_dtype_claim(device: str) -> tuple[bool, str]:
+    # Computed in float32, the error is about float32's epsilon: well above
+    # float64's and well below that of reading the wrong elements. The input
+    # is a view one element in.
+    data = np.array([50.0, 0.1, 1.2345678901234567, -3.3], dtype=np.float64)
+    got = ops.exp(chipdock.tensor(data, device=device)[1:]).numpy()
+    expected = np.exp(data[1:])
+    error = float(np.max(np.abs(got - expected) / expected))
+    return 1e-12 < error < 1e-6, f"float64 exp relative error {error:.3g}"
+
+
+def stream_query_idle(device: str) -> tuple[bool, str]:
+    stream = busy_stream(device)
+    idle = stream.query()
+    stream.synchronize()
+    return idle, f"a stream behind a {SLOW_S} s callback queried idle={idle}"
+
+
+def callback_runs_early(device: str) -> tuple[bool, str]:
+    # The callback checks that the work enqueued before it (a large kernel,
+    # then an event) is done when it runs.
+    stream = chipdock.Stream(device)
+    x = chipdock.tensor(np.ones(1 << 22, np.float32), device=device)
+    seen: list[bool] = []
+    event = chipdock.Event(device)
+    with chipdock.stream(stream):
+        for _ in range(4):
+            x = ops.exp(x)
+        event.record(stream)
+        stream.add_callback(lambda: seen.append(event.query()))
+    stream.synchronize()
+    return seen != [True], f"earlier work complete when the callback ran: {seen}"
+
+
+def wait_event_ignored(device: str) -> tuple[bool, str]:
+    first = busy_stream(device)
+    marker = chipdock.Event(device)
+    marker.record(first)
+    second = chipdock.Stream(device)
+    second.wait_event(marker)
+    after = chipdock.Event(device)
+    after.record(second)
+    done = after.query()
+    first.synchronize()
+    return done, f"work waiting on a {SLOW_S} s stream was complete at once: {done}"
+
+
+PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
+    copy_drops_last_byte, async_copy_ignores_order, event_early, timing_backwards, fp16_accumulate,
+    broadcast_axis, reduction_skips_tail, writes_past_output, leak, crash_kernel, hang_kernel,
+    wrong_dtype_claim, stream_query_idle, callback_runs_early, wait_event_ignored, private_instance,
+    fp16_sum_shapes, exp_f64_views)}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[1] not in PROBES:
+        print(f"usage: {argv[0]} {{{','.join(PROBES)}}} DEVICE [DEVICE...]", file=sys.stderr)
+        return 2
+    for device in argv[2:]:
+        observed, detail = PROBES[argv[1]](device)
+        print(json.dumps({"device": device, "observed": bool(observed), "detail": detail}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
