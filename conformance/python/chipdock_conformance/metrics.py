@@ -85,6 +85,7 @@ def ulp_error(got: np.ndarray, oracle64: np.ndarray, name: str) -> np.ndarray:
         err = np.abs(g_c - r_c) / unit
     nan_g, nan_r = np.isnan(g), np.isnan(r)
     err = np.where(nan_g & nan_r, 0.0, np.where(nan_g | nan_r, np.inf, err))
+    err = np.where(np.isinf(g) & np.isinf(r) & (g != r), np.inf, err)  # infinities of opposite signs
     return np.where((g == r), 0.0, err)
 
 

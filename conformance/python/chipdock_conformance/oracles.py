@@ -471,7 +471,12 @@ def max_pool2d(ins: list[np.ndarray], attrs: Attrs) -> Result:
             hi, wj = th[:, i], tw[:, j]
             vals = x[:, :, np.clip(hi, 0, None)][:, :, :, np.clip(wj, 0, None)]
             valid = (hi >= 0)[:, None] & (wj >= 0)[None, :]
-            out = np.maximum(out, np.where(valid, vals, floor))  # propagates NaN
+            vals = np.where(valid, vals, floor)
+            # the first maximum in window order wins ties (+0 / -0); NaN propagates
+            take = vals > out
+            if is_float(x):
+                take |= np.isnan(vals) & ~np.isnan(out)
+            out = np.where(take, vals, out)
     return _one(out)
 
 

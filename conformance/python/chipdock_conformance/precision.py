@@ -196,7 +196,8 @@ def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -
     special = ~np.isfinite(r) | ~np.isfinite(g)
     same_special = (np.isnan(g) & np.isnan(r)) | (g == r)
     # the smallest subnormal: rounding in the subnormal range is absolute, not relative
-    scale = float(row["eps_out"]) * np.abs(o) + float(row["eps_acc"]) * np.abs(mag) + float(finfo(dtype).smallest_subnormal)
+    quantum = float(finfo(dtype).smallest_subnormal)
+    scale = float(row["eps_out"]) * np.abs(o) + float(row["eps_acc"]) * np.abs(mag) + quantum
     with np.errstate(invalid="ignore", over="ignore"):
         units = np.where(special, np.where(same_special, 0.0, np.inf), np.abs(g - o) / scale)
     units = np.where(np.isnan(units), np.inf, units)
@@ -215,6 +216,8 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
         if g.shape != np.shape(o):
             return CaseResult("fail", f"output {k}: shape {g.shape}, expected {np.shape(o)}", metrics)
         kind = cls if out_dtype in FLOATS else "exact"
+        if kind == "exact" and out_dtype in FLOATS and override(op_name, out_dtype, "ulp") is not None:
+            kind = "ulp"  # an exact op with a stated ulp allowance for this dtype (the spec gives the reason)
         if kind == "exact":
             w = round_to(o, out_dtype) if out_dtype in FLOATS else np.asarray(o).astype(g.dtype)
             bad = bit_mismatch(g, w)
@@ -225,12 +228,13 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             ok = not bad.any()
             detail = f"{e.mismatches} of {g.size} differ bit for bit"
         elif kind == "ulp":
-            bound = float(override(op_name, out_dtype, "ulp") or prec["ulp"][out_dtype])
+            bound = float(override(op_name, out_dtype, "ulp") if override(op_name, out_dtype, "ulp") is not None
+                          else prec["ulp"][out_dtype])
             err = ulp_error(g, o, out_dtype)
             bad = err > bound
             tol = {"class": "ulp", "ulp": bound}
-            source = (f"opset.yaml: {op_name}.precision.overrides.ulp.{out_dtype}" if override(op_name, out_dtype, "ulp")
-                      else f"opset.yaml: {op_name}.precision.ulp.{out_dtype}")
+            where = "overrides.ulp" if override(op_name, out_dtype, "ulp") is not None else "ulp"
+            source = f"opset.yaml: {op_name}.precision.{where}.{out_dtype}"
             e = errors(g, o, out_dtype, bad)
             ok = not bad.any()
             detail = f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}"
@@ -394,7 +398,8 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     def build(shape: tuple[int, ...], attrs: dict[str, Any], positive: bool = False, special: bool = False) -> Builder:
         def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
             if positive and _fl(dt):
-                x = V.sample(dt, shape, gen, 0.0, 1.0)
+                # sums reach 3 * n / 4: float16 partial sums above 2048 stop growing when added to in float16
+                x = V.sample(dt, shape, gen, 0.5, 1.0)
             else:
                 x = _draw(dt, shape, gen, lo, hi)
             if special and _fl(dt) and x.ndim == 2 and x.shape[0] >= 4:
