@@ -218,3 +218,31 @@ def test_the_whole_quick_ops_suite_passes_on_the_cpu_reference(quick_cases):
     print(f"quick ops suite on cpu:0: {len(quick_cases)} cases, {len(failed)} failed, {elapsed:.1f} s")
     assert not failed, failed[:10]
     assert elapsed < 60
+
+
+def test_coverage_splits_declared_from_missing(monkeypatch):
+    ref = coverage._signatures("cpu")
+    lacking = {op: set(sigs) for op, sigs in ref.items()}
+    lacking["pow"] = {s for s in ref["pow"] if s[0] != 3}  # no bfloat16 pow
+    del lacking["erf"]  # no erf at all
+    monkeypatch.setattr(coverage, "_signatures", lambda kind: ref if kind == "cpu" else lacking)
+    entries = [{"op": "pow", "dtypes": ["bfloat16"], "reason": "no bfloat16 unit"}]
+    monkeypatch.setattr(coverage, "declared_unsupported", lambda kind: entries)
+    cov = coverage.coverage("fake:0")
+    assert [g.as_dict() for g in cov.declared] == [{"op": "pow", "dtypes": ["bfloat16"], "reason": "no bfloat16 unit"}]
+    assert [g.op for g in cov.missing] == ["erf"]
+    assert sorted(cov.missing[0].dtypes) == ["bfloat16", "float16", "float32", "float64"]
+    assert cov.total - cov.registered == 1 + len(ref["erf"])
+
+
+def test_a_case_fails_when_the_allocation_guard_reports_a_violation(monkeypatch, quick_cases):
+    from chipdock import _C
+
+    calls = []
+    monkeypatch.setattr(_C, "set_allocation_guard", lambda on: calls.append(on), raising=False)
+    monkeypatch.setattr(_C, "take_allocation_guard_violations",
+                        lambda: ["cpu:0: 4 bytes written past a 64-byte block"], raising=False)
+    case = next(c for c in quick_cases if c.id == "ops/relu/float32/specials")
+    result = case.run(CPU)
+    assert calls == [True]
+    assert result.status == "fail" and "written past" in result.reason
