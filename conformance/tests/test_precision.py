@@ -246,3 +246,19 @@ def test_a_case_fails_when_the_allocation_guard_reports_a_violation(monkeypatch,
     result = case.run(CPU)
     assert calls == [True]
     assert result.status == "fail" and "written past" in result.reason
+
+
+def test_a_case_that_ran_on_the_cpu_fallback_fails(monkeypatch):
+    counts = iter([0, 1])
+    monkeypatch.setattr(precision, "_fallbacks", lambda device, op: next(counts))
+    ctx = Context("cpu:1", level="quick")
+    case = next(c for c in precision.collect(ctx) if c.id == "ops/exp/float32/specials")
+    result = case.run(ctx)
+    assert result.status == "fail" and "fallback" in result.reason
+
+
+def test_collect_refuses_an_unknown_device():
+    import chipdock
+
+    with pytest.raises(chipdock.ChipdockError):
+        precision.collect(Context("nosuchdevice:0"))

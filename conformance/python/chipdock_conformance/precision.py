@@ -173,6 +173,14 @@ def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, lay
     return got
 
 
+def _fallbacks(device: str, op_name: str) -> int:
+    """How many times ``op_name`` on ``device``'s type has run on the CPU fallback so far."""
+    import chipdock
+
+    kind = device.partition(":")[0]
+    return sum(int(r["count"]) for r in chipdock.fallback_report() if r["device_type"] == kind and r["op"] == op_name)
+
+
 def _guard_on(device: str) -> bool:
     from chipdock import _C
     if not hasattr(_C, "set_allocation_guard"):
@@ -694,7 +702,7 @@ def _registered(device: str) -> dict[str, list[list[int]]]:
     import chipdock
     from chipdock import _C
 
-    chipdock.devices()  # loads the plugins
+    chipdock.device(device)  # loads the plugins; an unknown device is an error here, not an empty suite
     kind = device.partition(":")[0]
     out: dict[str, list[list[int]]] = {}
     for name, codes in _C.kernels(kind):
@@ -710,8 +718,11 @@ def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Cal
         if oracle is None:
             return CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
         guarded = _guard_on(ctx.device)
+        before = _fallbacks(ctx.device, op_name)
         got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
         violations = _guard_violations(ctx.device) if guarded else []
+        if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
+            return CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
         want = oracle(arrays, with_defaults(op_name, attrs))  # type: ignore[arg-type]
         reference = None
         if precision_of(op_name).get("class") == "tolerance" and any(g.dtype.kind == "f" or g.dtype.name == "bfloat16"
