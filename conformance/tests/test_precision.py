@@ -262,3 +262,21 @@ def test_collect_refuses_an_unknown_device():
 
     with pytest.raises(chipdock.ChipdockError):
         precision.collect(Context("nosuchdevice:0"))
+
+
+def test_the_spec_gives_every_override_a_reason_and_every_float_dtype_a_tolerance_row():
+    spec = precision._spec()
+    for name, op in spec["ops"].items():
+        for o in (op.get("precision") or {}).get("overrides", []):
+            assert str(o.get("reason", "")).strip(), f"{name}: an override without a reason"
+            assert set(o) - {"dtypes", "reason"}, f"{name}: an override that overrides nothing"
+    table = precision.tolerance_table()
+    assert set(table) == set(metrics.FLOATS)
+    assert all({"eps_out", "eps_acc", "floor"} <= set(row) for row in table.values())
+
+
+def test_a_new_elementwise_op_needs_only_its_spec_entry_and_an_oracle():
+    op = {"inputs": [{"x": "T"}], "outputs": [{"out": "T"}], "types": {"T": "float"}, "shape": "same"}
+    sig = precision.Signature({"T": "float16"}, "float16", "float16", ["float16"])
+    names = [v.name for v in precision.variants("cube", op, sig)]
+    assert {"specials", "scalar", "empty", "strided", "transposed", "large"} <= set(names)

@@ -352,13 +352,13 @@ def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Varia
         Variant("empty", draw(same((0, 3))), quick=True),
         Variant("strided", draw(same((7, 33))), quick=True, layout="strided"),
         Variant("odd", draw(same((3, 5, 7)))),
-        Variant("transposed", draw(same((33, 17))), layout="transposed"),
+        Variant("transposed", draw(same((33, 17))), quick=True, layout="transposed"),
         Variant("reversed", draw(same((9, 4))), layout="reversed"),
         Variant("large", draw(same((1 << 20,)))),
     ]
     if sig.main in FLOATS:
         exp_lo = {"float16": -7.0, "bfloat16": -36.0, "float32": -36.0, "float64": -300.0}[sig.main]
-        out.append(Variant("magnitudes", draw(same((517,)), exponent_lo=exp_lo), quick=op_name in ("add", "mul")))
+        out.append(Variant("magnitudes", draw(same((517,)), exponent_lo=exp_lo), quick=True))
     if n >= 2:
         bshapes = {
             "broadcast_axes": [(5, 1, 7), (1, 6, 7)] + [(5, 6, 1)] * (n - 2),
@@ -367,7 +367,7 @@ def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Varia
             "broadcast_scalar": [(7, 33), ()] + [(7, 33)] * (n - 2),
         }
         for name, shapes in bshapes.items():
-            out.append(Variant(name, draw(shapes), quick=name == "broadcast_axes"))
+            out.append(Variant(name, draw(shapes), quick=name in ("broadcast_axes", "broadcast_row")))
         out.append(Variant("broadcast_large", draw([(1024, 1024), (1024,)] + [(1024, 1)] * (n - 2))))
     if op_name == "gelu":
         def tanh_form(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
@@ -504,11 +504,23 @@ def _float_inputs(shapes: list[tuple[int, ...] | None], attrs: dict[str, Any], d
     return run
 
 
+def _with_specials(build: Builder) -> Builder:
+    """The first input gets a NaN in row 0, +inf in row 1 and -inf in row 2 (they must reach the result)."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        a = arrays[0]
+        assert a is not None
+        a[0, 1], a[1, 2], a[2, 0] = np.nan, np.inf, -np.inf
+        return arrays, attrs
+    return run
+
+
 def _linalg(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     dt = sig.main
     f = lambda shapes, attrs=None, **kw: _float_inputs(shapes, attrs or {}, dt, **kw)  # noqa: E731
     if op_name == "matmul":
         return [Variant("odd", f([(7, 33), (33, 5)]), quick=True),
+                Variant("specials", _with_specials(f([(6, 10), (10, 4)])), quick=True),
                 Variant("batch_broadcast", f([(2, 1, 7, 9), (3, 9, 4)]), quick=True),
                 Variant("vector", f([(9,), (9, 5)])),
                 Variant("transposed", f([(13, 11), (11, 6)]), layout="transposed"),
