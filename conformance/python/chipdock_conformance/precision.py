@@ -114,7 +114,7 @@ def signatures(op_name: str, op: dict[str, Any], registered: list[list[int]] | N
 
 
 def precision_of(op_name: str) -> dict[str, Any]:
-    return dict(_spec()["ops"][op_name].get("precision") or {"class": "exact"})
+    return dict(_spec()["ops"].get(op_name, {}).get("precision") or {"class": "exact"})
 
 
 def tolerance_table() -> dict[str, Any]:
