@@ -104,6 +104,28 @@ def _require(data: dict[str, Any], key: str, kind: type, where: str = "") -> Any
     return value
 
 
+def _unsupported(entries: Any) -> list[dict[str, Any]]:
+    """The optional ``unsupported`` list: ops (and dtypes) the backend declares it lacks, each with a reason."""
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ManifestError(f"manifest field 'unsupported' must be a list, got {entries!r}")
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"unsupported[{i}]."
+        if not isinstance(entry, dict):
+            raise ManifestError(f"manifest field 'unsupported[{i}]' must be an object, got {entry!r}")
+        op = _require(entry, "op", str, where)
+        reason = _require(entry, "reason", str, where)
+        if not reason.strip():
+            raise ManifestError(f"manifest field '{where}reason' must say why {op} is unsupported")
+        dtypes = entry.get("dtypes", [])
+        if not isinstance(dtypes, list) or not all(isinstance(d, str) for d in dtypes):
+            raise ManifestError(f"manifest field '{where}dtypes' must be a list of dtype names, got {dtypes!r}")
+        out.append({"op": op, "dtypes": list(dtypes), "reason": reason})
+    return out
+
+
 def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
     """Parses and checks one manifest; raises ManifestError with the reason."""
     try:
@@ -129,6 +151,7 @@ def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
     if not library.is_file():
         raise ManifestError(f"the library {library} named by the manifest does not exist")
     return {
+        "unsupported": _unsupported(data.get("unsupported")),
         "manifest_path": str(path.resolve()),
         "name": _require(data, "name", str),
         "device_type": _require(data, "device_type", str),

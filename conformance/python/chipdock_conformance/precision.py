@@ -1,0 +1,787 @@
+"""The op precision suite, generated from the opset spec.
+
+For every (op, signature) the device under test registers, ``collect`` makes
+cases over shapes (0-d, empty, odd sizes, broadcasting, non-contiguous
+views, long reductions, large tensors) and values (+-0, +-inf, NaN,
+subnormals, large magnitudes). A case:
+
+1. draws its inputs in float64 from ``values.rng(seed, case id)`` and rounds
+   them once to the case dtypes on the host;
+2. runs ``chipdock.ops.<op>`` on the device under test and, for the
+   ``tolerance`` class, on the reference (``ctx.reference``), with the same
+   rounded inputs and the same memory layouts;
+3. computes the float64 oracle (``oracles.ORACLES``) from those inputs;
+4. judges by the op's precision class (opset.yaml, ``precision``):
+   ``exact`` bit for bit against the oracle rounded once (NaN matches NaN);
+   ``ulp`` within ``ulp[dtype]`` units of the correctly rounded result;
+   ``tolerance`` with the error in units of ``eps_out*|oracle| +
+   eps_acc*magnitude`` (``precision_tables.tolerance``) no larger than
+   ``max(multiple * the reference's own, floor)``. Integer outputs are
+   always judged bit for bit.
+
+Adding an op is adding it to the spec and an oracle: elementwise, reduction
+and axis ops get their cases from their shape rule; ops with a shape rule of
+their own get theirs from ``SPECIAL`` below. An op with no oracle or no
+recipe yields one failing case that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import values as V
+from .case import Case, CaseResult, Context
+from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error
+from .oracles import ORACLES, Result
+
+Arrays = list[np.ndarray | None]
+Builder = Callable[[np.random.Generator], tuple[Arrays, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One input recipe of an op: its name, whether it is in the quick suite, how to build it."""
+
+    name: str
+    build: Builder
+    quick: bool = False
+    layout: str = "contiguous"  # applied to the first input (the others stay contiguous)
+
+
+@dataclass
+class Signature:
+    """One registered kernel signature: the dtype bound to each type variable."""
+
+    binding: dict[str, str]
+    label: str  # the case id's dtype part, e.g. "float32" or "float32-int64" (cast, gather)
+    main: str  # the dtype the values are drawn in (the first input's, else the first output's)
+    inputs: list[str] = field(default_factory=list)  # dtype of each declared input
+
+
+# ------------------------------------------------------------------ the spec
+
+def _spec() -> dict[str, Any]:
+    from chipdock import _opset
+    return _opset.load_spec()
+
+
+def _ports(items: list[dict[str, Any]]) -> list[tuple[str, str, dict[str, Any]]]:
+    out = []
+    for item in items:
+        name, var = next((k, v) for k, v in item.items() if k not in ("optional", "variadic"))
+        out.append((name, var, item))
+    return out
+
+
+def _groups(spec: dict[str, Any], op: dict[str, Any]) -> dict[str, list[str]]:
+    return {var: (spec["dtype_groups"][g] if isinstance(g, str) else list(g)) for var, g in op["types"].items()}
+
+
+def _code_names() -> dict[int, str]:
+    from chipdock._dtypes import BY_CODE
+    return {code: d.name for code, d in BY_CODE.items()}
+
+
+def signatures(op_name: str, op: dict[str, Any], registered: list[list[int]] | None) -> list[Signature]:
+    """The signatures to run: the registered ones (``registered``), or for view ops (no kernel)
+    every dtype the spec declares."""
+    spec = _spec()
+    groups = _groups(spec, op)
+    ports = _ports(op["inputs"]) + _ports(op["outputs"])
+    names = _code_names()
+    if registered is None:  # a view op: the core implements it for every dtype of its type variable
+        var = ports[0][1]
+        combos = [{var: d} for d in groups[var]]
+    else:
+        combos = []
+        for codes in registered:
+            binding = {}
+            for (_, var, _), code in zip(ports, codes, strict=True):
+                binding[var] = names[code]
+            combos.append(binding)
+    sigs = []
+    for binding in combos:
+        varying = [v for v in op["types"] if len(groups[v]) > 1 and v in binding]
+        label = "-".join(binding[v] for v in varying) or next(iter(binding.values()))
+        ins = [binding[var] for _, var, _ in _ports(op["inputs"])]
+        outs = [binding[var] for _, var, _ in _ports(op["outputs"])]
+        sigs.append(Signature(binding, label, (ins or outs)[0], ins))
+    return sigs
+
+
+def precision_of(op_name: str) -> dict[str, Any]:
+    return dict(_spec()["ops"].get(op_name, {}).get("precision") or {"class": "exact"})
+
+
+def tolerance_table() -> dict[str, Any]:
+    return dict(_spec().get("precision_tables", {}).get("tolerance", {}))
+
+
+def with_defaults(op_name: str, attrs: dict[str, Any]) -> dict[str, Any]:
+    """The op's attributes as a kernel sees them: the spec's defaults filled in (for the oracle)."""
+    spec_attrs = _spec()["ops"][op_name].get("attributes") or {}
+    full = {k: a["default"] for k, a in spec_attrs.items() if "default" in a}
+    full.update(attrs)
+    return full
+
+
+def override(op_name: str, dtype: str, key: str) -> Any:
+    """An entry of the op's ``precision.overrides`` for ``dtype`` (each carries a reason in the spec)."""
+    for o in precision_of(op_name).get("overrides", []):
+        if dtype in o.get("dtypes", [dtype]) and key in o:
+            return o[key]
+    return None
+
+
+# ------------------------------------------------------------------ running
+
+def _upload(arrays: Arrays, device: str, layout: str) -> list[Any]:
+    out = []
+    for i, a in enumerate(arrays):
+        out.append(None if a is None else V.upload(a, device, layout if i == 0 else "contiguous"))
+    return out
+
+
+def _api_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in attrs.items() if not k.startswith("_")}
+
+
+def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, layout: str) -> list[np.ndarray]:
+    """``chipdock.ops.<op>`` on ``device``; the outputs as NumPy arrays (inputs and outputs released)."""
+    import chipdock
+
+    fn = getattr(chipdock.ops, op_name)
+    tensors = _upload(arrays, device, layout)
+    kwargs = _api_attrs(attrs)
+    spec = _spec()["ops"][op_name]
+    if not spec["inputs"]:
+        result = fn(device=device, **kwargs)
+    elif any(p.get("variadic") for p in spec["inputs"]):
+        result = fn(tensors, **kwargs)
+    else:
+        while tensors and tensors[-1] is None:  # absent trailing optional inputs
+            tensors.pop()
+        result = fn(*tensors, **kwargs)
+    outs = list(result) if isinstance(result, list | tuple) else [result]
+    got = [V.download(t) for t in outs]
+    del outs, result, tensors
+    chipdock.device(device).synchronize()
+    return got
+
+
+def _fallbacks(device: str, op_name: str) -> int:
+    """How many times ``op_name`` on ``device``'s type has run on the CPU fallback so far."""
+    import chipdock
+
+    kind = device.partition(":")[0]
+    return sum(int(r["count"]) for r in chipdock.fallback_report() if r["device_type"] == kind and r["op"] == op_name)
+
+
+def _guard_on(device: str) -> bool:
+    from chipdock import _C
+    if not hasattr(_C, "set_allocation_guard"):
+        return False
+    _C.set_allocation_guard(True)
+    return True
+
+
+def _guard_violations(device: str) -> list[str]:
+    """What the allocation guard found since the last call. The case's blocks may still sit in the
+    caching allocator, so the cache is emptied first (the guard checks a block when it is released)."""
+    import chipdock
+    from chipdock import _C
+
+    if not hasattr(_C, "take_allocation_guard_violations"):
+        return []
+    chipdock.empty_cache(device)
+    return list(_C.take_allocation_guard_violations())
+
+
+# ------------------------------------------------------------------ judging
+
+def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -> tuple[float, np.ndarray]:
+    """The largest error in units of the dtype's error scale; non-finite values must match exactly."""
+    row = tolerance_table()[dtype]
+    g, o = got.astype(np.float64), np.asarray(want, np.float64)
+    r = round_to(o, dtype).astype(np.float64)
+    special = ~np.isfinite(r) | ~np.isfinite(g)
+    same_special = (np.isnan(g) & np.isnan(r)) | (g == r)
+    # the smallest subnormal: rounding in the subnormal range is absolute, not relative
+    quantum = float(finfo(dtype).smallest_subnormal)
+    scale = float(row["eps_out"]) * np.abs(o) + float(row["eps_acc"]) * np.abs(mag) + quantum
+    with np.errstate(invalid="ignore", over="ignore"):
+        units = np.where(special, np.where(same_special, 0.0, np.inf), np.abs(g - o) / scale)
+    units = np.where(np.isnan(units), np.inf, units)
+    return (float(units.max()) if units.size else 0.0), units
+
+
+def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, reference: list[np.ndarray] | None = None,
+          ) -> CaseResult:
+    """The verdict on a device's outputs against the oracle (and for ``tolerance``, the reference's)."""
+    prec = precision_of(op_name)
+    cls = prec.get("class", "exact")
+    metrics: dict[str, Any] = {}
+    failures: list[str] = []
+    for k, (g, o) in enumerate(zip(got, want.values, strict=True)):
+        out_dtype = g.dtype.name if g.dtype != np_dtype("bfloat16") else "bfloat16"
+        if g.shape != np.shape(o):
+            return CaseResult("fail", f"output {k}: shape {g.shape}, expected {np.shape(o)}", metrics)
+        kind = cls if out_dtype in FLOATS else "exact"
+        if kind == "exact" and out_dtype in FLOATS and override(op_name, out_dtype, "ulp") is not None:
+            kind = "ulp"  # an exact op with a stated ulp allowance for this dtype (the spec gives the reason)
+        if kind == "exact":
+            w = round_to(o, out_dtype) if out_dtype in FLOATS else np.asarray(o).astype(g.dtype)
+            bad = bit_mismatch(g, w)
+            tol: dict[str, Any] = {"class": "exact"}
+            source = f"opset.yaml: {op_name}.precision.class" if cls == "exact" else "integer outputs are exact"
+            e = errors(g, np.asarray(o).astype(np.float64) if out_dtype in FLOATS else w.astype(np.float64),
+                       out_dtype, bad, bad.astype(np.float64))
+            ok = not bad.any()
+            detail = f"{e.mismatches} of {g.size} differ bit for bit"
+        elif kind == "ulp":
+            bound = float(override(op_name, out_dtype, "ulp") if override(op_name, out_dtype, "ulp") is not None
+                          else prec["ulp"][out_dtype])
+            err = ulp_error(g, o, out_dtype)
+            bad = err > bound
+            tol = {"class": "ulp", "ulp": bound}
+            where = "overrides.ulp" if override(op_name, out_dtype, "ulp") is not None else "ulp"
+            source = f"opset.yaml: {op_name}.precision.{where}.{out_dtype}"
+            e = errors(g, o, out_dtype, bad)
+            ok = not bad.any()
+            detail = f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}"
+        else:
+            if want.magnitude is None:
+                raise ValueError(f"the oracle of {op_name} gives no magnitude for the tolerance class")
+            mag = want.magnitude[k]
+            dev_units, units = _tol_units(g, o, mag, out_dtype)
+            ref_units = _tol_units(reference[k], o, mag, out_dtype)[0] if reference is not None else 0.0
+            row = tolerance_table()[out_dtype]
+            multiple = float(override(op_name, out_dtype, "multiple") or prec.get("multiple", 1))
+            limit = max(multiple * ref_units, float(row["floor"]))
+            bad = units > limit
+            tol = {"class": "tolerance", "multiple": multiple, "reference_units": ref_units, "floor": row["floor"],
+                   "eps_out": row["eps_out"], "eps_acc": row["eps_acc"], "limit_units": limit,
+                   "device_units": dev_units}
+            source = (f"opset.yaml: {op_name}.precision.multiple x reference error; "
+                      f"precision_tables.tolerance.{out_dtype}" if reference is not None else
+                      f"opset.yaml: precision_tables.tolerance.{out_dtype}.floor (the device is the reference)")
+            e = errors(g, o, out_dtype, bad, units)
+            ok = dev_units <= limit
+            detail = (f"error {dev_units:.3g} units > limit {limit:.3g} (reference {ref_units:.3g} x {multiple:g}, "
+                      f"floor {row['floor']}) at {e.worst_index}")
+        _merge(metrics, e.as_dict(), tol, source)
+        if not ok:
+            failures.append(f"output {k} ({out_dtype}): {detail}")
+    return CaseResult("fail" if failures else "pass", "; ".join(failures), metrics)
+
+
+def _merge(metrics: dict[str, Any], e: dict[str, Any], tol: dict[str, Any], source: str) -> None:
+    """Several outputs (split, topk): the worst of each number; the first output's worst index."""
+    if not metrics:
+        metrics.update(e, tolerance=tol, tolerance_source=source)
+        return
+    for key in ("max_abs", "max_rel", "max_ulp"):
+        metrics[key] = max(metrics[key], e[key])
+    metrics["mismatches"] += e["mismatches"]
+
+
+# ------------------------------------------------------------------ recipes
+
+def _fl(dt: str) -> bool:
+    return dt in FLOATS
+
+
+def _draw(dt: str, shape: tuple[int, ...], gen: np.random.Generator, lo: float = -4.0, hi: float = 4.0,
+          special: bool = False) -> np.ndarray:
+    if dt in V.INTS and (lo, hi) == (-4.0, 4.0):
+        return V.sample(dt, shape, gen, lo=None, hi=None, special=special)  # type: ignore[arg-type]
+    if dt == "uint8":
+        lo = max(lo, 0.0)
+    return V.sample(dt, shape, gen, lo, hi, special)
+
+
+# value domains of the elementwise float ops (the specials come on top)
+DOMAIN: dict[str, tuple[float, float]] = {
+    "exp": (-20.0, 20.0), "log": (0.0, 100.0), "sqrt": (0.0, 1e4), "rsqrt": (0.0, 1e4), "sin": (-10.0, 10.0),
+    "cos": (-10.0, 10.0), "tanh": (-10.0, 10.0), "erf": (-5.0, 5.0), "sigmoid": (-50.0, 50.0),
+    "silu": (-50.0, 50.0), "gelu": (-10.0, 10.0), "pow": (0.1, 4.0),
+}
+ATTRS: dict[str, dict[str, Any]] = {"leaky_relu": {"alpha": 0.2}, "clip": {"min": -3.5, "max": 5.25}}
+
+
+def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    ins = sig.inputs
+    lo, hi = DOMAIN.get(op_name, (-4.0, 4.0))
+    dom = override(op_name, sig.main, "domain")
+    if dom:
+        lo, hi = dom
+    attrs = dict(ATTRS.get(op_name, {}))
+    if op_name == "clip" and sig.main == "uint8":
+        attrs = {"min": 3.5, "max": 200.5}
+
+    def draw(shapes: list[tuple[int, ...]], special: bool = False, exponent_lo: float | None = None) -> Builder:
+        def build(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+            arrays: Arrays = []
+            for i, (dt, shape) in enumerate(zip(ins, shapes, strict=True)):
+                if op_name == "pow" and i == 1 and _fl(dt):
+                    a = _draw(dt, shape, gen, -4.0, 4.0, special)
+                elif exponent_lo is not None and _fl(dt):
+                    a = V.log_uniform(dt, shape, gen, exponent_lo, -exponent_lo, signed=op_name not in DOMAIN)
+                else:
+                    a = _draw(dt, shape, gen, lo, hi, special)
+                if special and i == 1 and a.size:  # specials against specials, in another order
+                    s = V.specials(dt)[::-1][: a.size]
+                    a.reshape(-1)[: len(s)] = s
+                arrays.append(a)
+            if op_name in ("eq", "ne", "lt", "le", "gt", "ge") and len(arrays) == 2:
+                a, b = arrays
+                if a is not None and b is not None and a.shape == b.shape and a.size:
+                    b.reshape(-1)[::3] = a.reshape(-1)[::3]  # plenty of equal pairs
+            return arrays, dict(attrs)
+        return build
+
+    n = len(ins)
+    same = lambda shape: [shape] * n  # noqa: E731
+    out = [
+        Variant("specials", draw(same((1031,)), special=True), quick=True),
+        Variant("scalar", draw(same(())), quick=True),
+        Variant("empty", draw(same((0, 3))), quick=True),
+        Variant("strided", draw(same((7, 33))), quick=True, layout="strided"),
+        Variant("odd", draw(same((3, 5, 7)))),
+        Variant("transposed", draw(same((33, 17))), quick=True, layout="transposed"),
+        Variant("reversed", draw(same((9, 4))), layout="reversed"),
+        Variant("large", draw(same((1 << 20,)))),
+    ]
+    if sig.main in FLOATS:
+        exp_lo = {"float16": -7.0, "bfloat16": -36.0, "float32": -36.0, "float64": -300.0}[sig.main]
+        out.append(Variant("magnitudes", draw(same((517,)), exponent_lo=exp_lo), quick=True))
+    if n >= 2:
+        bshapes = {
+            "broadcast_axes": [(5, 1, 7), (1, 6, 7)] + [(5, 6, 1)] * (n - 2),
+            "broadcast_row": [(7, 33), (33,)] + [(7, 33)] * (n - 2),
+            "broadcast_col": [(7, 1), (7, 33)] + [(1, 33)] * (n - 2),
+            "broadcast_scalar": [(7, 33), ()] + [(7, 33)] * (n - 2),
+        }
+        for name, shapes in bshapes.items():
+            out.append(Variant(name, draw(shapes), quick=name in ("broadcast_axes", "broadcast_row")))
+        out.append(Variant("broadcast_large", draw([(1024, 1024), (1024,)] + [(1024, 1)] * (n - 2))))
+    if op_name == "gelu":
+        def tanh_form(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+            arrays, a = draw(same((1031,)), special=True)(gen)
+            return arrays, {**a, "approximate": "tanh"}
+        out.append(Variant("tanh_specials", tanh_form, quick=True))
+    return out
+
+
+def _cast(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    src, dst = sig.binding["T"], sig.binding["U"]
+
+    def build(shape: tuple[int, ...], special: bool) -> Builder:
+        def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+            if _fl(src) and not _fl(dst) and dst != "bool":
+                info = np.iinfo(np_dtype(dst))
+                lo, hi = max(float(info.min), -3e4), min(float(info.max), 3e4)
+                x = V.sample(src, shape, gen, lo, hi)
+                if x.size >= 6:
+                    x.reshape(-1)[:6] = round_to(np.array([0.0, -0.0, 0.5, 1.99, hi - 0.5, lo + 0.5]), src)
+                # only defined conversions: values that rounding to `src` pushed out of the target go to 0
+                wide = x.astype(np.float64)
+                x = np.where((wide > lo - 1) & (wide < hi + 1), x, np.zeros_like(x))
+            elif src == "int64":
+                x = V.sample(src, shape, gen, -(2.0**53), 2.0**53, special=False)  # exact in float64
+            else:
+                x = V.sample(src, shape, gen, -300.0, 300.0, special) if _fl(src) else V.full_range(src, shape, gen)
+            return [x], {"to": dst}
+        return run
+
+    return [Variant("values", build((1031,), _fl(dst) or dst == "bool"), quick=True),
+            Variant("scalar", build((), False), quick=True),
+            Variant("strided", build((7, 33), False), layout="strided"),
+            Variant("large", build((1 << 20,), False))]
+
+
+def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    dt = sig.main
+    nonempty = bool(op.get("nonempty"))
+    lo, hi = (0.5, 1.5) if op_name == "prod" else (-4.0, 4.0)
+    if dt in V.INTS and op_name != "prod":
+        lo, hi = -4.0, 4.0  # full range: sums wrap in their own width
+
+    def build(shape: tuple[int, ...], attrs: dict[str, Any], positive: bool = False, special: bool = False) -> Builder:
+        def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+            if positive and _fl(dt):
+                # sums reach 3 * n / 4: float16 partial sums above 2048 stop growing when added to in float16
+                x = V.sample(dt, shape, gen, 0.5, 1.0)
+            else:
+                x = _draw(dt, shape, gen, lo, hi)
+            if special and _fl(dt) and x.ndim == 2 and x.shape[0] >= 4:
+                x[0, 3], x[1, 5], x[2, 1], x[2, 2], x[3, 0] = np.nan, np.inf, np.inf, -np.inf, -0.0
+                x[3, 1] = V.specials(dt)[9]  # the smallest subnormal
+            return [x], attrs
+        return run
+
+    axes_key = "axes" if op["shape"] == "reduce" else "axis"
+
+    def ax(axes: list[int]) -> dict[str, Any]:
+        if axes_key == "axes":
+            return {"axes": axes}
+        return {"axis": axes[0] if axes else 0}
+
+    out = [
+        Variant("rows_odd", build((7, 33), ax([1])), quick=True),
+        Variant("cols_keepdims", build((7, 33), {**ax([0]), "keepdims": True}), quick=True),
+        Variant("long_rows", build((4, 4096), ax([1]), positive=True), quick=True),
+        Variant("specials", build((5, 17), ax([1]), special=True), quick=True),
+        Variant("middle_axis_transposed", build((3, 4, 5), ax([1])), layout="transposed"),
+        Variant("strided", build((6, 9), ax([1])), layout="strided"),
+        Variant("large", build((1 << 20,), ax([0]))),
+    ]
+    if axes_key == "axes":
+        out += [Variant("all_axes", build((3, 4, 5), {"axes": []}), quick=True),
+                Variant("two_axes", build((2, 3, 4, 5), {"axes": [1, 3]})),
+                Variant("scalar", build((), {"axes": []}), quick=True)]
+        if not nonempty:
+            out.append(Variant("empty_extent", build((3, 0), {"axes": [1]}), quick=True))
+    return out
+
+
+def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    """softmax, log_softmax, cumsum, sort, argsort (shape rule same_axis)."""
+    dt = sig.main
+    ordering = op_name in ("sort", "argsort")
+
+    def build(shape: tuple[int, ...], attrs: dict[str, Any], special: bool = False) -> Builder:
+        def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+            x = _draw(dt, shape, gen, -8.0 if not ordering else -4.0, 8.0 if not ordering else 4.0)
+            if ordering and x.size:  # many ties
+                pool = x.reshape(-1)[: max(3, x.size // 4)]
+                x = gen.choice(pool, shape).astype(x.dtype)
+            if special and _fl(dt) and x.size >= 8:
+                flat = x.reshape(-1)
+                vals = [0.0, -0.0, np.nan, np.inf, -np.inf, np.nan] if ordering else [-np.inf, 0.0, -0.0, 1e-30]
+                for p, v in zip(gen.choice(flat.size, len(vals), replace=False), vals, strict=True):
+                    flat[p] = v
+            return [x], attrs
+        return run
+
+    extra: list[dict[str, Any]] = [{}]
+    if op_name == "cumsum":
+        extra = [{}, {"exclusive": True}, {"reverse": True}, {"exclusive": True, "reverse": True}]
+    if ordering:
+        extra = [{}, {"descending": True}]
+    out = []
+    for i, e in enumerate(extra):
+        tag = "_".join(k for k in e) or "plain"
+        out += [Variant(f"rows_{tag}", build((7, 33), {"axis": 1, **e}), quick=True),
+                Variant(f"cols_{tag}", build((7, 33), {"axis": 0, **e}), quick=i == 0),
+                Variant(f"specials_{tag}", build((6, 9), {"axis": -1, **e}, special=True), quick=True),
+                Variant(f"middle_transposed_{tag}", build((3, 4, 5), {"axis": 1, **e}), layout="transposed"),
+                Variant(f"long_{tag}", build((2, 5000), {"axis": 1, **e}))]
+    out += [Variant("scalar", build((), {"axis": 0}), quick=True),
+            Variant("empty", build((0, 5), {"axis": 1})),
+            Variant("strided", build((5, 12), {"axis": 1}), layout="strided"),
+            Variant("large", build((1 << 20,), {"axis": 0}))]
+    return out
+
+
+def _float_inputs(shapes: list[tuple[int, ...] | None], attrs: dict[str, Any], dt: str,
+                  positive: tuple[int, ...] = (), lo: float = -1.0, hi: float = 1.0) -> Builder:
+    """Inputs of one float dtype in [lo, hi) (those in ``positive`` in [0.1, 2)); None stays absent."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays: Arrays = []
+        for i, s in enumerate(shapes):
+            if s is None:
+                arrays.append(None)
+            elif i in positive:
+                arrays.append(V.sample(dt, s, gen, 0.1, 2.0))
+            else:
+                arrays.append(V.sample(dt, s, gen, lo, hi))
+        return arrays, dict(attrs)
+    return run
+
+
+def _with_specials(build: Builder) -> Builder:
+    """The first input gets a NaN in row 0, +inf in row 1 and -inf in row 2 (they must reach the result)."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        a = arrays[0]
+        assert a is not None
+        a[0, 1], a[1, 2], a[2, 0] = np.nan, np.inf, -np.inf
+        return arrays, attrs
+    return run
+
+
+def _linalg(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    dt = sig.main
+    f = lambda shapes, attrs=None, **kw: _float_inputs(shapes, attrs or {}, dt, **kw)  # noqa: E731
+    if op_name == "matmul":
+        return [Variant("odd", f([(7, 33), (33, 5)]), quick=True),
+                Variant("specials", _with_specials(f([(6, 10), (10, 4)])), quick=True),
+                Variant("batch_broadcast", f([(2, 1, 7, 9), (3, 9, 4)]), quick=True),
+                Variant("vector", f([(9,), (9, 5)])),
+                Variant("transposed", f([(13, 11), (11, 6)]), layout="transposed"),
+                Variant("empty_k", f([(4, 0), (0, 3)]), quick=True),
+                Variant("large", f([(256, 512), (512, 256)]))]
+    if op_name == "gemm":
+        return [Variant("bias_row", f([(7, 9), (9, 11), (11,)], {"alpha": 0.5, "beta": 2.0}), quick=True),
+                Variant("trans", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}), quick=True),
+                Variant("no_c", f([(5, 64), (64, 3), None])),
+                Variant("large", f([(300, 200), (200, 100), (300, 1)]))]
+    raise KeyError(op_name)
+
+
+def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    dt = sig.main
+    f = lambda shapes, attrs=None, **kw: _float_inputs(shapes, attrs or {}, dt, **kw)  # noqa: E731
+    conv = {"stride": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1}
+    if op_name == "conv2d":
+        return [Variant("stride_pad_bias", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,)],
+                                             {**conv, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
+                Variant("groups_dilation", f([(1, 4, 8, 7), (4, 2, 3, 2), None],
+                                             {**conv, "groups": 2, "dilation": [2, 1]})),
+                Variant("large", f([(4, 16, 32, 32), (32, 16, 3, 3), (32,)], {**conv, "padding": [1, 1, 1, 1]}))]
+    if op_name == "conv_transpose2d":
+        ct = {**conv, "output_padding": [0, 0]}
+        return [Variant("stride_pad_bias", f([(2, 4, 5, 5), (4, 3, 3, 3), (3,)],
+                                             {**ct, "stride": [2, 2], "padding": [1, 1, 1, 1],
+                                              "output_padding": [1, 1]}), quick=True),
+                Variant("groups", f([(1, 4, 4, 6), (4, 2, 2, 3), None], {**ct, "groups": 2})),
+                Variant("large", f([(2, 16, 16, 16), (16, 8, 4, 4), (8,)], {**ct, "stride": [2, 2]}))]
+    if op_name in ("max_pool2d", "avg_pool2d"):
+        base: dict[str, Any] = {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1]}
+        if op_name == "max_pool2d":
+            def pool(shape: tuple[int, ...], attrs: dict[str, Any]) -> Builder:
+                def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+                    return [_draw(dt, shape, gen, special=_fl(dt))], attrs
+                return run
+            return [Variant("stride_pad", pool((2, 3, 9, 9), base), quick=True),
+                    Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]})),
+                    Variant("large", pool((4, 16, 64, 64), {"kernel": [2, 2]}))]
+        return [Variant("stride_pad", f([(2, 3, 9, 9)], base), quick=True),
+                Variant("include_pad_ceil", f([(1, 2, 8, 7)], {**base, "count_include_pad": True,
+                                                               "ceil_mode": True})),
+                Variant("large", f([(4, 16, 64, 64)], {"kernel": [2, 2]}))]
+    if op_name == "global_avg_pool":
+        return [Variant("nchw", f([(2, 3, 5, 7)]), quick=True), Variant("long", f([(1, 2, 4099)]), quick=True),
+                Variant("large", f([(2, 4, 512, 512)]))]
+    if op_name == "batch_norm":
+        return [Variant("nch", f([(4, 3, 5), (3,), (3,), (3,), (3,)], positive=(4,)), quick=True),
+                Variant("nchw", f([(2, 5, 6, 7), (5,), (5,), (5,), (5,)], positive=(4,)), layout="transposed"),
+                Variant("large", f([(8, 32, 64, 64), (32,), (32,), (32,), (32,)], positive=(4,)))]
+    if op_name in ("layer_norm", "rms_norm"):
+        bias = [] if op_name == "rms_norm" else [(33,)]
+        return [Variant("rows", f([(7, 33), (33,)] + bias, lo=-2.0, hi=3.0), quick=True),
+                Variant("two_dims", f([(2, 3, 4, 5), (4, 5)] + ([(4, 5)] if bias else []))),
+                Variant("long", f([(3, 5000), (5000,)] + ([(5000,)] if bias else []))),
+                Variant("strided", f([(6, 8), (8,)] + ([None] if bias else [])), layout="strided"),
+                Variant("large", f([(1024, 1024), (1024,)] + ([(1024,)] if bias else [])))]
+    if op_name == "group_norm":
+        return [Variant("groups3", f([(2, 6, 5), (6,), (6,)], {"num_groups": 3}, lo=-2.0, hi=3.0), quick=True),
+                Variant("nchw", f([(2, 4, 3, 3), (4,), (4,)], {"num_groups": 2})),
+                Variant("large", f([(8, 32, 64, 64), (32,), (32,)], {"num_groups": 8}))]
+    if op_name == "local_response_norm":
+        return [Variant("size3", f([(2, 7, 5)], {"size": 3}, lo=-3.0, hi=3.0), quick=True),
+                Variant("size4_nchw", f([(1, 5, 3, 4)], {"size": 4})),
+                Variant("large", f([(4, 64, 64, 64)], {"size": 5}))]
+    if op_name == "scaled_dot_product_attention":
+        return [Variant("mask", f([(2, 5, 8), (2, 7, 8), (2, 7, 6), (5, 7)]), quick=True),
+                Variant("causal", f([(1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 4), None], {"causal": True})),
+                Variant("large", f([(4, 8, 256, 64), (4, 8, 256, 64), (4, 8, 256, 64), None]))]
+    raise KeyError(op_name)
+
+
+def _of(dt: str, shape: tuple[int, ...], gen: np.random.Generator) -> np.ndarray:
+    return _draw(dt, shape, gen, special=_fl(dt) or dt == "bool")
+
+
+def _movement(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    dt = sig.main
+    idx_dt = sig.binding.get("I", "int64")
+
+    def b(make: Callable[[np.random.Generator], tuple[Arrays, dict[str, Any]]]) -> Builder:
+        return make
+
+    def x_only(shape: tuple[int, ...], attrs: dict[str, Any]) -> Builder:
+        return b(lambda g: ([_of(dt, shape, g)], attrs))
+
+    def indices(shape: tuple[int, ...], n: int, g: np.random.Generator) -> np.ndarray:
+        return g.integers(-n, n, shape).astype(idx_dt)
+
+    table: dict[str, list[Variant]] = {
+        "reshape": [Variant("split_dim", x_only((6, 35), {"shape": [3, 2, -1]}), quick=True),
+                    Variant("transposed", x_only((5, 7), {"shape": [35]}), layout="transposed", quick=True)],
+        "transpose": [Variant("perm", x_only((2, 3, 5), {"perm": [2, 0, 1]}), quick=True),
+                      Variant("reverse_strided", x_only((4, 6), {"perm": []}), layout="strided")],
+        "expand": [Variant("broadcast", x_only((3, 1), {"shape": [2, 3, 5]}), quick=True)],
+        "slice": [Variant("steps", x_only((9, 8), {"starts": [1, -1], "ends": [8, 0], "steps": [3, -2]}), quick=True)],
+        "concat": [Variant("axis0", b(lambda g: ([_of(dt, (2, 3), g), _of(dt, (4, 3), g), _of(dt, (0, 3), g),
+                                                  _of(dt, (1, 3), g)], {"axis": 0})), quick=True),
+                   Variant("axis1_transposed", b(lambda g: ([_of(dt, (5, 2), g), _of(dt, (5, 3), g)], {"axis": 1})),
+                           layout="transposed"),
+                   Variant("large", b(lambda g: ([_of(dt, (512, 1024), g), _of(dt, (512, 1024), g)], {"axis": 1})))],
+        "split": [Variant("sizes", x_only((7, 5), {"axis": 0, "sizes": [2, 4, 1]}), quick=True),
+                  Variant("num_strided", x_only((4, 9), {"axis": 1, "num": 3}), layout="strided")],
+        "gather": [Variant("axis0", b(lambda g: ([_of(dt, (7, 5), g), indices((3, 4), 7, g)], {"axis": 0})),
+                           quick=True),
+                   Variant("axis1_transposed", b(lambda g: ([_of(dt, (6, 5), g), indices((4,), 5, g)], {"axis": 1})),
+                           layout="transposed")],
+        "gather_elements": [Variant("axis1", b(lambda g: ([_of(dt, (4, 6), g), indices((4, 3), 6, g)], {"axis": 1})),
+                                    quick=True)],
+        "embedding": [Variant("rows", b(lambda g: ([_of(dt, (10, 4), g), indices((3, 5), 10, g)], {})), quick=True)],
+        "pad": [Variant("constant", x_only((3, 4), {"pads": [1, 2, 0, 3], "mode": "constant",
+                                                    "value": 1.0 if dt == "bool" else 3.0}), quick=True),
+                Variant("reflect", x_only((4, 5), {"pads": [2, 1, 3, 4], "mode": "reflect"}), quick=True),
+                Variant("edge_transposed", x_only((3, 4), {"pads": [2, 0, 1, 2], "mode": "edge"}),
+                        layout="transposed")],
+        "tile": [Variant("repeats", x_only((2, 3), {"repeats": [2, 3]}), quick=True),
+                 Variant("strided", x_only((3, 2), {"repeats": [1, 4]}), layout="strided")],
+        "resize": [Variant("nearest", _float_inputs([(1, 2, 5, 7)], {"sizes": [9, 4], "mode": "nearest"}, dt),
+                           quick=True),
+                   Variant("linear", _float_inputs([(1, 2, 5, 7)], {"sizes": [9, 4], "mode": "linear"}, dt),
+                           quick=True),
+                   Variant("large", _float_inputs([(2, 8, 128, 128)], {"sizes": [256, 200], "mode": "linear"}, dt))],
+        "arange": [Variant("ints", b(lambda g: ([], {"start": 2.0, "limit": 40.0, "delta": 3.0, "dtype": dt})),
+                           quick=True),
+                   Variant("negative_delta", b(lambda g: ([], {"start": 30.0, "limit": 0.0, "delta": -2.5,
+                                                               "dtype": dt})), quick=dt != "uint8")],
+        "full": [Variant("value", b(lambda g: ([], {"shape": [3, 4], "value": 1.0 if dt == "bool" else 5.0,
+                                                    "dtype": dt})), quick=True),
+                 Variant("empty", b(lambda g: ([], {"shape": [0, 4], "value": 0.0, "dtype": dt})))],
+    }
+    if op_name == "topk":
+        out = []
+        for largest in (True, False):
+            def run(g: np.random.Generator, largest: bool = largest) -> tuple[Arrays, dict[str, Any]]:
+                x = _draw(dt, (6, 11), g)
+                x = g.choice(x.reshape(-1)[:15], (6, 11)).astype(x.dtype)  # ties
+                return [x], {"k": 4, "axis": 1, "largest": largest, "sorted": True}
+            out.append(Variant("largest" if largest else "smallest", run, quick=True))
+        return out
+    if op_name == "scatter":
+        return [Variant(red, _scatter_builder(dt, idx_dt, red), quick=red in ("none", "add"))
+                for red in ("none", "add", "mul", "max", "min") if dt != "bool" or red == "none"]
+    if op_name in ("arange", "full") and dt == "uint8":
+        table["arange"] = table["arange"][:1]
+    return table[op_name]
+
+
+def _scatter_builder(dt: str, idx_dt: str, reduction: str) -> Builder:
+    def run(g: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        data = _draw(dt, (5, 6), g, -4.0, 4.0)
+        if reduction == "none":  # distinct targets: the order of writes does not matter
+            idx = np.stack([g.permutation(5)[:3] for _ in range(6)], axis=1)
+        else:
+            idx = g.integers(-5, 5, (3, 6))
+        upd = _draw(dt, (3, 6), g, -4.0, 4.0)
+        if _fl(dt) and reduction in ("add", "mul"):  # small integers: exact in any order
+            data, upd = (np.round(a.astype(np.float64)).astype(a.dtype) for a in (data, upd))
+        return [data, idx.astype(idx_dt), upd], {"axis": 0, "reduction": reduction}
+    return run
+
+
+SPECIAL: dict[str, Callable[[str, dict[str, Any], Signature], list[Variant]]] = {
+    "cast": _cast, "matmul": _linalg, "gemm": _linalg,
+    **{n: _nn for n in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
+                        "layer_norm", "rms_norm", "group_norm", "local_response_norm",
+                        "scaled_dot_product_attention")},
+    **{n: _movement for n in ("reshape", "transpose", "expand", "slice", "concat", "split", "gather",
+                              "gather_elements", "embedding", "pad", "tile", "resize", "arange", "full", "topk",
+                              "scatter")},
+}
+
+
+def variants(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
+    """The input recipes of one (op, signature): by name in SPECIAL, else by the op's shape rule."""
+    if op_name in SPECIAL:
+        return SPECIAL[op_name](op_name, op, sig)
+    rule = op["shape"]
+    if rule in ("broadcast", "same"):
+        return _elementwise(op_name, op, sig)
+    if rule in ("reduce", "reduce_axis"):
+        return _reduce(op_name, op, sig)
+    if rule == "same_axis":
+        return _axis_op(op_name, op, sig)
+    raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
+
+
+# ------------------------------------------------------------------ cases
+
+def _registered(device: str) -> dict[str, list[list[int]]]:
+    import chipdock
+    from chipdock import _C
+
+    chipdock.device(device)  # loads the plugins; an unknown device is an error here, not an empty suite
+    kind = device.partition(":")[0]
+    out: dict[str, list[list[int]]] = {}
+    for name, codes in _C.kernels(kind):
+        out.setdefault(name, []).append(list(codes))
+    return out
+
+
+def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Callable[[Context], CaseResult]:
+    def run(ctx: Context) -> CaseResult:
+        gen = V.rng(ctx.seed, case_id)
+        arrays, attrs = variant.build(gen)
+        oracle = ORACLES.get(op_name)
+        if oracle is None:
+            return CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
+        guarded = _guard_on(ctx.device)
+        before = _fallbacks(ctx.device, op_name)
+        got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+        violations = _guard_violations(ctx.device) if guarded else []
+        if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
+            return CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
+        want = oracle(arrays, with_defaults(op_name, attrs))  # type: ignore[arg-type]
+        reference = None
+        if precision_of(op_name).get("class") == "tolerance" and any(g.dtype.kind == "f" or g.dtype.name == "bfloat16"
+                                                                      for g in got):
+            # The reference judged against itself would always pass: it gets the floor alone.
+            if _device_label(ctx.reference) != _device_label(ctx.device):
+                reference = run_op(op_name, arrays, attrs, ctx.reference, variant.layout)
+        result = judge(op_name, sig.main, got, want, reference)
+        if violations:
+            result.status = "fail"
+            result.reason = "; ".join(filter(None, [result.reason, "memory guard: " + "; ".join(violations)]))
+        return result
+    return run
+
+
+def _device_label(spec: str) -> str:
+    kind, _, index = spec.partition(":")
+    return f"{kind}:{index or 0}"
+
+
+def _missing(op_name: str, why: str) -> Callable[[Context], CaseResult]:
+    return lambda ctx: CaseResult("fail", why)
+
+
+def collect(ctx: Context) -> list[Case]:
+    """Every precision case for ``ctx.device`` (quick: the subset marked quick), in a fixed order."""
+    spec = _spec()
+    registered = _registered(ctx.device)
+    cases: list[Case] = []
+    for op_name, op in spec["ops"].items():
+        regs = None if op.get("view") else registered.get(op_name)
+        if regs is None and not op.get("view"):
+            continue  # not registered: reported by coverage, not run
+        for sig in signatures(op_name, op, regs):
+            try:
+                recipe = variants(op_name, op, sig)
+            except KeyError as exc:
+                cid = f"ops/{op_name}/{sig.label}/recipe"
+                cases.append(Case(cid, "ops", f"ops.{op_name}", _missing(op_name, str(exc)), True, op_name, sig.label))
+                continue
+            for v in recipe:
+                if ctx.level == "quick" and not v.quick:
+                    continue
+                cid = f"ops/{op_name}/{sig.label}/{v.name}"
+                cases.append(Case(cid, "ops", f"ops.{op_name}", _runner(op_name, cid, v, sig), v.quick, op_name,
+                                  sig.label))
+    return cases
+
+
+__all__ = ["Signature", "Variant", "collect", "judge", "run_op", "signatures", "variants"]

@@ -1,0 +1,282 @@
+"""The op precision suite: collection, the judge, the metrics and coverage, on the CPU reference."""
+
+from __future__ import annotations
+
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from chipdock_conformance import coverage, metrics, precision
+from chipdock_conformance import values as V
+from chipdock_conformance.case import Context
+from chipdock_conformance.oracles import ORACLES, Result
+
+CPU = Context("cpu:0", level="quick", seed=0)
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+@pytest.fixture(scope="module")
+def quick_cases():
+    return precision.collect(CPU)
+
+
+def test_collect_is_deterministic_and_covers_every_op_of_the_spec(quick_cases):
+    again = precision.collect(CPU)
+    assert [c.id for c in again] == [c.id for c in quick_cases]
+    assert len({c.id for c in quick_cases}) == len(quick_cases), "case ids must be unique"
+    spec_ops = set(precision._spec()["ops"])
+    assert {c.op for c in quick_cases} == spec_ops
+    assert set(ORACLES) >= spec_ops
+    assert all(c.group == f"ops.{c.op}" and c.id.startswith(f"ops/{c.op}/{c.dtype}/") for c in quick_cases)
+    full = precision.collect(Context("cpu:0", level="full"))
+    assert {c.id for c in quick_cases} < {c.id for c in full}
+
+
+def test_inputs_are_the_same_in_every_process():
+    sig = precision.signatures("add", precision._spec()["ops"]["add"], [[1, 1, 1]])[0]
+    variant = next(v for v in precision.variants("add", precision._spec()["ops"]["add"], sig) if v.name == "specials")
+    a = variant.build(V.rng(0, "ops/add/float32/specials"))[0]
+    b = variant.build(V.rng(0, "ops/add/float32/specials"))[0]
+    c = variant.build(V.rng(1, "ops/add/float32/specials"))[0]
+    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
+    assert not np.array_equal(a[0], c[0], equal_nan=True)
+
+
+@pytest.mark.parametrize("case_id", [
+    "ops/add/float32/broadcast_axes", "ops/add/int8/specials", "ops/exp/float64/specials", "ops/exp/float16/strided",
+    "ops/sum/float16/long_rows", "ops/sum/float32/rows_odd", "ops/relu/float32/specials", "ops/matmul/bfloat16/odd",
+    "ops/cast/float32-int8/values", "ops/topk/int32/largest", "ops/layer_norm/float32/rows",
+])
+def test_a_handful_of_cases_pass_on_the_cpu_reference(quick_cases, case_id):
+    case = next(c for c in quick_cases if c.id == case_id)
+    result = case.run(CPU)
+    assert result.status == "pass", result.reason
+    for key in ("max_abs", "max_rel", "max_ulp", "mismatches", "worst_index", "tolerance", "tolerance_source"):
+        assert key in result.metrics
+    assert result.metrics["tolerance_source"].startswith("opset.yaml")
+
+
+# --- the judge fails wrong results, for each class -------------------------------------------
+
+def _oracle(op: str, arrays: list, attrs: dict | None = None) -> Result:
+    return ORACLES[op](arrays, precision.with_defaults(op, attrs or {}))
+
+
+def test_exact_class_fails_one_flipped_bit_and_passes_the_right_answer():
+    a = np.array([1.5, -0.0, np.nan, 3.0], np.float32)
+    want = _oracle("add", [a, a])
+    right = (a + a).astype(np.float32)
+    assert precision.judge("add", "float32", [right], want).status == "pass"
+    wrong = right.copy()
+    wrong.view(np.uint32)[3] ^= 1
+    res = precision.judge("add", "float32", [wrong], want)
+    assert res.status == "fail" and res.metrics["mismatches"] == 1 and res.metrics["worst_index"] == [3]
+    signed_zero = right.copy()
+    signed_zero[1] = 0.0  # -0 + -0 is -0
+    assert precision.judge("add", "float32", [signed_zero], want).status == "fail"
+
+
+def test_integer_outputs_are_exact_even_in_the_tolerance_class():
+    x = np.array([[100, 100, 100]], np.int8)
+    want = _oracle("sum", [x], {"axes": [1]})
+    assert want.values[0].tolist() == [44]  # 300 wraps in int8
+    assert precision.judge("sum", "int8", [np.array([44], np.int8)], want).status == "pass"
+    assert precision.judge("sum", "int8", [np.array([45], np.int8)], want).status == "fail"
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+def test_ulp_class_fails_past_the_bound_and_passes_within(name):
+    x = metrics.round_to(np.linspace(-3, 3, 64), name)
+    want = _oracle("exp", [x])
+    r = metrics.round_to(want.values[0], name)
+    bound = precision.precision_of("exp")["ulp"][name]
+    assert precision.judge("exp", name, [r], want).status == "pass"
+    far = metrics.round_to(want.values[0] * (1 + (bound + 2) * 2.0 ** -metrics.MANTISSA[name]), name)
+    res = precision.judge("exp", name, [far], want)
+    assert res.status == "fail" and res.metrics["max_ulp"] > bound
+    assert res.metrics["tolerance"] == {"class": "ulp", "ulp": bound}
+
+
+def test_ulp_class_catches_float64_computed_in_float32():
+    x = np.linspace(-5, 5, 101)
+    want = _oracle("exp", [x])
+    lowered = np.exp(x.astype(np.float32)).astype(np.float64)
+    assert precision.judge("exp", "float64", [lowered], want).status == "fail"
+
+
+def test_tolerance_class_fails_a_dropped_term_and_float16_accumulation():
+    rng = np.random.default_rng(0)
+    x = metrics.round_to(rng.uniform(0.5, 1.0, (2, 4096)), "float16")
+    want = _oracle("sum", [x], {"axes": [1]})
+    good = metrics.round_to(want.values[0], "float16")
+    assert precision.judge("sum", "float16", [good], want, [good]).status == "pass"
+    acc = np.zeros(2, np.float16)
+    for i in range(x.shape[1]):
+        acc = (acc + x[:, i]).astype(np.float16)
+    res = precision.judge("sum", "float16", [acc], want, [good])
+    assert res.status == "fail" and res.metrics["tolerance"]["device_units"] > res.metrics["tolerance"]["limit_units"]
+    y = metrics.round_to(rng.uniform(-1, 1, (3, 33)), "float32")
+    want = _oracle("sum", [y], {"axes": [1]})
+    skipped = y[:, :32].astype(np.float64).sum(axis=1).astype(np.float32)
+    assert precision.judge("sum", "float32", [skipped], want, None).status == "fail"
+
+
+def test_tolerance_allows_a_multiple_of_the_references_own_error():
+    rng = np.random.default_rng(1)
+    x = metrics.round_to(rng.uniform(-1, 1, (4, 64)), "float32")
+    want = _oracle("sum", [x], {"axes": [1]})
+    exact = want.values[0]
+    units = precision._tol_units(exact.astype(np.float32), exact, want.magnitude[0], "float32")[0]
+    assert units <= 1
+    scale = 5.960464477539063e-08 * (np.abs(exact) + want.magnitude[0])
+    ref = (exact + 30 * scale).astype(np.float32)  # a reference 30 units off
+    dev = (exact + 100 * scale).astype(np.float32)  # a device 100 units off: within 4 x 30
+    assert precision.judge("sum", "float32", [dev], want, [ref]).status == "pass"
+    assert precision.judge("sum", "float32", [dev], want, [exact.astype(np.float32)]).status == "fail"
+
+
+def test_nan_where_the_oracle_is_finite_fails_every_class():
+    x = np.array([0.5, 1.0], np.float32)
+    for op, attrs in (("exp", {}), ("add", {}), ("sum", {"axes": [0]})):
+        ins = [x, x] if op == "add" else [x]
+        want = _oracle(op, ins, attrs)
+        bad = np.full(np.shape(want.values[0]), np.nan, np.float32)
+        assert precision.judge(op, "float32", [bad], want, None).status == "fail", op
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_ulp_metric_special_values(name):
+    dt = metrics.np_dtype(name)
+    big = float(metrics.finfo(name).max)
+    got = np.array([0.0, -0.0, np.inf, np.nan, np.nan, 1.0, big, np.inf], np.float64).astype(dt)
+    want = np.array([-0.0, 0.0, np.inf, np.nan, 1.0, np.nan, np.inf, -np.inf])
+    err = metrics.ulp_error(got, want, name)
+    assert err[:4].tolist() == [0.0, 0.0, 0.0, 0.0]  # +-0 match, inf matches inf, NaN matches NaN
+    assert np.isinf(err[4]) and np.isinf(err[5])  # NaN against a number
+    assert err[6] == 1.0  # the largest finite value is one step below inf
+    assert np.isinf(err[7])  # +inf against -inf
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+def test_ulp_metric_counts_units_in_the_last_place(name):
+    m = metrics.MANTISSA[name]
+    got = np.array([1.0, 1.0 + 2.0**-m, 1.0 + 3 * 2.0**-m, 0.5 + 2.0**-m, 1.0]).astype(metrics.np_dtype(name))
+    # against the oracle rounded once: the last oracle rounds to 1.0, so 1.0 is 0 ulp off
+    err = metrics.ulp_error(got, np.array([1.0, 1.0, 1.0, 0.5, 1.0 + 2.0**-(m + 2)]), name)
+    assert err.tolist() == [0.0, 1.0, 3.0, 2.0, 0.0]
+    sub = float(metrics.finfo(name).smallest_subnormal)
+    assert metrics.ulp_error(np.array([2 * sub]).astype(metrics.np_dtype(name)), np.array([sub]), name)[0] == 1.0
+
+
+def test_bfloat16_rounding_is_done_once():
+    x = np.array([1 + 2.0**-8 + 2.0**-30, 1 + 2.0**-8, 1 + 3 * 2.0**-8])
+    assert metrics.round_to(x, "bfloat16").astype(np.float64).tolist() == [1 + 2.0**-7, 1.0, 1 + 2.0**-6]
+
+
+def test_errors_report_the_worst_index_and_mismatches():
+    got = np.array([[1.0, 2.0], [3.0, 5.0]], np.float32)
+    e = metrics.errors(got, np.array([[1.0, 2.0], [3.0, 4.0]]), "float32")
+    assert e.worst_index == [1, 1] and e.mismatches == 1 and e.max_abs == 1.0 and e.max_rel == 0.25
+    assert metrics.errors(np.zeros((0, 2), np.float32), np.zeros((0, 2)), "float32").mismatches == 0
+
+
+# --- coverage --------------------------------------------------------------------------------
+
+def test_coverage_on_the_cpu_reference_reports_nothing_missing():
+    cov = coverage.coverage("cpu:0")
+    assert cov.missing == [] and cov.declared == []
+    assert cov.registered == cov.total > 0
+
+
+def test_a_declared_unsupported_entry_needs_a_reason(tmp_path):
+    from chipdock import _C, _discovery
+
+    lib = tmp_path / "libx.so"
+    lib.write_bytes(b"")
+    manifest = tmp_path / "x.chipdock.json"
+    base = ('{"schema": 1, "name": "x", "device_type": "x", "version": "0", "library": "libx.so", '
+            '"abi": {"major": %d, "minor": 0}, "unsupported": %s}')
+    manifest.write_text(base % (_C.ABI_VERSION[0], '[{"op": "pow", "dtypes": ["bfloat16"], "reason": "no unit"}]'))
+    got = _discovery.read_manifest(manifest, _C.ABI_VERSION[0])["unsupported"]
+    assert got == [{"op": "pow", "dtypes": ["bfloat16"], "reason": "no unit"}]
+    manifest.write_text(base % (_C.ABI_VERSION[0], '[{"op": "pow"}]'))
+    with pytest.raises(_discovery.ManifestError, match="reason"):
+        _discovery.read_manifest(manifest, _C.ABI_VERSION[0])
+
+
+# --- the whole quick suite -------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_the_whole_quick_ops_suite_passes_on_the_cpu_reference(quick_cases):
+    start = time.monotonic()
+    failed = [(c.id, r.reason) for c in quick_cases if (r := c.run(CPU)).status != "pass"]
+    elapsed = time.monotonic() - start
+    print(f"quick ops suite on cpu:0: {len(quick_cases)} cases, {len(failed)} failed, {elapsed:.1f} s")
+    assert not failed, failed[:10]
+    assert elapsed < 60
+
+
+def test_coverage_splits_declared_from_missing(monkeypatch):
+    ref = coverage._signatures("cpu")
+    lacking = {op: set(sigs) for op, sigs in ref.items()}
+    lacking["pow"] = {s for s in ref["pow"] if s[0] != 3}  # no bfloat16 pow
+    del lacking["erf"]  # no erf at all
+    monkeypatch.setattr(coverage, "_signatures", lambda kind: ref if kind == "cpu" else lacking)
+    entries = [{"op": "pow", "dtypes": ["bfloat16"], "reason": "no bfloat16 unit"}]
+    monkeypatch.setattr(coverage, "declared_unsupported", lambda kind: entries)
+    cov = coverage.coverage("fake:0")
+    assert [g.as_dict() for g in cov.declared] == [{"op": "pow", "dtypes": ["bfloat16"], "reason": "no bfloat16 unit"}]
+    assert [g.op for g in cov.missing] == ["erf"]
+    assert sorted(cov.missing[0].dtypes) == ["bfloat16", "float16", "float32", "float64"]
+    assert cov.total - cov.registered == 1 + len(ref["erf"])
+
+
+def test_a_case_fails_when_the_allocation_guard_reports_a_violation(monkeypatch, quick_cases):
+    from chipdock import _C
+
+    calls = []
+    monkeypatch.setattr(_C, "set_allocation_guard", lambda on: calls.append(on), raising=False)
+    monkeypatch.setattr(_C, "take_allocation_guard_violations",
+                        lambda: ["cpu:0: 4 bytes written past a 64-byte block"], raising=False)
+    case = next(c for c in quick_cases if c.id == "ops/relu/float32/specials")
+    result = case.run(CPU)
+    assert calls == [True]
+    assert result.status == "fail" and "written past" in result.reason
+
+
+def test_a_case_that_ran_on_the_cpu_fallback_fails(monkeypatch):
+    counts = iter([0, 1])
+    monkeypatch.setattr(precision, "_fallbacks", lambda device, op: next(counts))
+    ctx = Context("cpu:1", level="quick")
+    case = next(c for c in precision.collect(ctx) if c.id == "ops/exp/float32/specials")
+    result = case.run(ctx)
+    assert result.status == "fail" and "fallback" in result.reason
+
+
+def test_collect_refuses_an_unknown_device():
+    import chipdock
+
+    with pytest.raises(chipdock.ChipdockError):
+        precision.collect(Context("nosuchdevice:0"))
+
+
+def test_the_spec_gives_every_override_a_reason_and_every_float_dtype_a_tolerance_row():
+    spec = precision._spec()
+    for name, op in spec["ops"].items():
+        for o in (op.get("precision") or {}).get("overrides", []):
+            assert str(o.get("reason", "")).strip(), f"{name}: an override without a reason"
+            assert set(o) - {"dtypes", "reason"}, f"{name}: an override that overrides nothing"
+    table = precision.tolerance_table()
+    assert set(table) == set(metrics.FLOATS)
+    assert all({"eps_out", "eps_acc", "floor"} <= set(row) for row in table.values())
+
+
+def test_a_new_elementwise_op_needs_only_its_spec_entry_and_an_oracle():
+    op = {"inputs": [{"x": "T"}], "outputs": [{"out": "T"}], "types": {"T": "float"}, "shape": "same"}
+    sig = precision.Signature({"T": "float16"}, "float16", "float16", ["float16"])
+    names = [v.name for v in precision.variants("cube", op, sig)]
+    assert {"specials", "scalar", "empty", "strided", "transposed", "large"} <= set(names)
