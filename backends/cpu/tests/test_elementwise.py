@@ -27,6 +27,7 @@ import yaml
 
 import chipdock
 from chipdock import _C
+from chipdock_conformance.metrics import round_to
 
 REPO = Path(__file__).resolve().parents[3]
 OPSET = yaml.safe_load((REPO / "device_api" / "opset" / "opset.yaml").read_text())
@@ -366,8 +367,8 @@ def np_cast(x: np.ndarray, src: str, dst: str) -> np.ndarray:
     if src in FLOAT and dst in INT:
         wide = x.astype(np.float64)
         return np.trunc(wide).astype(np.int64).astype(np_dtype(dst))
-    if dst == "bfloat16" and src in INT + ["bool"]:
-        return x.astype(np.float32).astype(BF16)  # integers reach bfloat16 through float32
+    if dst == "bfloat16" and src in INT + ["bool", "float64"]:
+        return round_to(x.astype(np.float64), "bfloat16")  # one rounding (ml_dtypes rounds twice)
     return x.astype(np_dtype(dst))
 
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import chipdock as cd
+from chipdock_conformance.metrics import round_to
 
 DEV = "cpu:0"
 BF16 = ml_dtypes.bfloat16
@@ -138,27 +139,6 @@ def assert_values(got, want, what=""):
     w = want.astype(np.float64) if want.dtype != np.bool_ else want
     ok = np.array_equal(g, w, equal_nan=got.dtype.kind == "f" or got.dtype == BF16)
     assert ok, f"{what}: got {got.reshape(-1)[:10]}, want {want.reshape(-1)[:10]}"
-
-
-def to_bf16(x):
-    """float64 -> bfloat16 rounded once (ml_dtypes rounds through float32: twice)."""
-    x = np.asarray(x, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        f = x.astype(np.float32)
-        inexact = np.isfinite(x) & np.isfinite(f) & (f.astype(np.float64) != x)
-    even = (f.view(np.uint32) & 1) == 0
-    fix = inexact & even
-    toward = np.where(f.astype(np.float64) < x, np.float32(np.inf), np.float32(-np.inf))
-    f = np.where(fix, np.nextafter(f, toward), f)
-    return f.astype(BF16)
-
-
-def round_to(x64, name):
-    """The float64 oracle rounded once to dtype `name`."""
-    if name == "bfloat16":
-        return to_bf16(x64)
-    with np.errstate(over="ignore"):
-        return np.asarray(x64).astype(DTYPES[name][1])
 
 
 # --- concat ------------------------------------------------------------------------

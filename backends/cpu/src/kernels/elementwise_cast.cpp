@@ -5,9 +5,10 @@
 //    out-of-range values are undefined by the opset (x86 gives INT_MIN);
 //  - anything to bool is x != 0 (NaN is true), bool to anything is 0 or 1;
 //  - integers wrap modulo 2^bits;
-//  - to float16 and float32: rounded once, to nearest even; to bfloat16:
-//    through float32 (integers and float64 round twice, as ml_dtypes and
-//    PyTorch do).
+//  - to float16, bfloat16 and float32: rounded once, to nearest even
+//    (integers and float64 reach the 16-bit floats through a float rounded
+//    to odd, which keeps the rounding single; ml_dtypes and PyTorch round
+//    twice through float32 there). int64 beyond 2^53 first rounds to double.
 // float32 <-> float16 on contiguous rows use the F16C instructions when
 // the AVX2 or AVX-512 build runs (the compiler does not vectorize _Float16).
 #include "elementwise.h"
@@ -48,8 +49,10 @@ template <class Out, class In> struct Cast {
       }
     } else if constexpr (std::is_same_v<Out, double>) {  // integers from here on
       return static_cast<double>(x);
-    } else if constexpr (is_floating_v<Out>) {
-      return store<Out>(static_cast<float>(x));
+    } else if constexpr (std::is_same_v<Out, float>) {
+      return static_cast<float>(x);
+    } else if constexpr (is_floating_v<Out>) {  // the 16-bit floats: one rounding
+      return store<Out>(static_cast<double>(x));
     } else {
       return static_cast<Out>(x);
     }

@@ -129,7 +129,8 @@ template <> CD_ALWAYS_INLINE float load<bfloat16_t>(const bfloat16_t& v) { retur
 template <> CD_ALWAYS_INLINE float load<float16_t>(const float16_t& v) { return f16_to_float(v); }
 template <class T, class C> CD_ALWAYS_INLINE T store(C v) { return static_cast<T>(v); }
 template <> CD_ALWAYS_INLINE bfloat16_t store<bfloat16_t, float>(float v) { return float_to_bf16(v); }
-template <> CD_ALWAYS_INLINE bfloat16_t store<bfloat16_t, double>(double v) { return float_to_bf16(static_cast<float>(v)); }
+// From double through float rounded to odd: one correct rounding overall.
+template <> CD_ALWAYS_INLINE bfloat16_t store<bfloat16_t, double>(double v) { return float_to_bf16(round_to_odd(v)); }
 template <> CD_ALWAYS_INLINE float16_t store<float16_t, float>(float v) { return float_to_f16(v); }
 template <> CD_ALWAYS_INLINE float16_t store<float16_t, double>(double v) { return float_to_f16(round_to_odd(v)); }
 
