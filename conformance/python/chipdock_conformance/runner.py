@@ -1,0 +1,505 @@
+"""``chipdock conformance``: select cases, run them in child processes, write the reports.
+
+The runner itself never loads a backend. A listing child checks the device
+and collects every suite; then one child per batch (a suite, or with
+``jobs > 1`` a run of whole groups of it) re-collects and runs its cases in
+order, reporting each start and result on a pipe. A child that dies or stops
+reporting for ``timeout`` seconds fails the case it was running; the runner
+then starts a new child at the next case of the batch, so the run goes on.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import re
+import select
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .case import SuiteLevel
+from .suites import SuiteSpecError, registry
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_REPORT_DIR = Path("conformance-report")
+LOG_TAIL_CHARS = 4000  # how much of a dead child's output goes into the report
+STACK_DUMP_WAIT_S = 0.5  # time a hung child gets to print its stacks (SIGUSR1) before SIGKILL
+
+
+class UsageError(Exception):
+    """Bad options: the command line should change (exit status 2)."""
+
+
+class RunError(Exception):
+    """The run could not start: the listing child failed (exit status 1)."""
+
+
+@dataclass
+class RunOptions:
+    device: str
+    level: SuiteLevel = "quick"
+    only: Sequence[str] = ()
+    exclude: Sequence[str] = ()
+    report_dir: Path = DEFAULT_REPORT_DIR
+    baseline: Path | None = None
+    timeout: float = DEFAULT_TIMEOUT_S
+    seed: int = 0
+    jobs: int = 1
+    reference: str = "cpu:0"
+    command: str = ""
+
+
+@dataclass(frozen=True)
+class CaseInfo:
+    """A case as the runner knows it: what the listing child reported, without its run function."""
+
+    id: str
+    suite: str
+    group: str
+    op: str | None = None
+    dtype: str | None = None
+    quick: bool = True
+    run_suite: str = ""  # the registry name of the suite module that collects it
+
+
+@dataclass
+class Listing:
+    header: dict[str, Any]
+    cases: list[CaseInfo]
+    suite_errors: list[dict[str, Any]]  # {"suite", "module", "error", "details"} for suites that did not collect
+    coverage: dict[str, Any]
+
+
+_DEVICE_SPEC = re.compile(r"^(?P<type>[A-Za-z_][A-Za-z0-9_-]*)(?::(?P<ordinal>\d+))?$")
+
+
+def normalize_device(spec: str) -> str:
+    """``"TYPE[:ORDINAL]"`` as ``"type:ordinal"`` (ordinal 0 by default); UsageError if malformed."""
+    match = _DEVICE_SPEC.match(spec.strip())
+    if match is None:
+        raise UsageError(f"--device {spec!r}: expected TYPE or TYPE:ORDINAL, for example 'cpu' or 'cuda:1'")
+    return f"{match.group('type')}:{int(match.group('ordinal') or 0)}"
+
+
+# ---------------------------------------------------------------------------------------------- selection
+
+
+def matches(case: CaseInfo, pattern: str) -> bool:
+    """A pattern selects a case when it equals, or fnmatches, its id, group or suite.
+
+    Equality is tried first because ids contain brackets ("copy[size=4097]"), which fnmatch reads as a
+    character class."""
+    names = (case.id, case.group, case.suite)
+    return pattern in names or any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+
+def select_cases(cases: Iterable[CaseInfo], level: SuiteLevel, only: Sequence[str],
+                 exclude: Sequence[str]) -> list[CaseInfo]:
+    """The cases of ``level`` (quick: those marked quick) matching any ``only`` pattern and no ``exclude`` one."""
+    return [
+        case for case in cases
+        if (level == "full" or case.quick)
+        and (not only or any(matches(case, p) for p in only))
+        and not any(matches(case, p) for p in exclude)
+    ]
+
+
+def _suite_selected(suite: str, only: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Whether a suite that failed to collect was asked for: some ``only`` pattern starts with its name."""
+    pseudo = CaseInfo(id=f"{suite}/collect", suite=suite, group=f"{suite}.collect")
+    heads = [re.split(r"[/.]", p, maxsplit=1)[0] for p in only]
+    wanted = not only or any(fnmatch.fnmatchcase(suite, head) for head in heads)
+    return wanted and not any(matches(pseudo, p) for p in exclude)
+
+
+# ---------------------------------------------------------------------------------------------- children
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's environment; plus this package's folder on PYTHONPATH when it runs from a source tree,
+    so that ``python -m chipdock_conformance.worker`` imports this very package."""
+    env = dict(os.environ)
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    installed = {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if package_parent not in installed and package_parent not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([*paths, package_parent])
+    return env
+
+
+def describe_exit(returncode: int) -> str:
+    """"signal 11, SIGSEGV" or "exit status 3"."""
+    if returncode < 0:
+        try:
+            return f"signal {-returncode}, {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class _Child:
+    """One worker process in its own process group, and the reading end of its event pipe."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        read_fd, write_fd = os.pipe()
+        self.log_path = log_path
+        try:
+            with open(log_path, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "chipdock_conformance.worker", *args, "--events-fd", str(write_fd)],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
+                    start_new_session=True, env=_child_env(),
+                )
+        finally:
+            os.close(write_fd)  # the child holds the only writing end: its exit is our EOF
+        self._fd = read_fd
+        self._buffer = b""
+        self._eof = False
+
+    def next_event(self, timeout: float) -> dict[str, Any] | None:
+        """The next event; None once the child closed the pipe or exited. TimeoutError after ``timeout``
+        seconds without one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                line, self._buffer = self._buffer[:newline], self._buffer[newline + 1:]
+                try:
+                    return json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # not ours: a case wrote to our descriptor
+            if self._eof:
+                return None
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self._fd], [], [], min(remaining, 0.5))
+            if ready:
+                data = os.read(self._fd, 1 << 16)
+                self._buffer += data
+                self._eof = not data
+            elif self.proc.poll() is not None:
+                self._eof = True  # exited; a grandchild may still hold the pipe open, but nothing more comes
+
+    def kill(self, dump_stacks: bool) -> None:
+        """Ends the child and everything it started (its process group)."""
+        if self.proc.poll() is None and dump_stacks:
+            try:
+                self.proc.send_signal(signal.SIGUSR1)  # faulthandler prints every thread's stack to the log
+                self.proc.wait(STACK_DUMP_WAIT_S)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.close()
+
+    def close(self) -> int:
+        """Waits for the child (killing it if it lingers) and returns its exit status."""
+        try:
+            returncode = self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            returncode = self.proc.wait()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        return returncode
+
+    def log_tail(self) -> str:
+        try:
+            text = self.log_path.read_bytes()[-LOG_TAIL_CHARS:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return text.strip()
+
+
+def _common_args(opts: RunOptions, device: str) -> list[str]:
+    return ["--device", device, "--reference", opts.reference, "--level", opts.level, "--seed", str(opts.seed)]
+
+
+def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
+    """Runs the listing child: the device check, the header, every suite's cases, the coverage."""
+    child = _Child([*_common_args(opts, device), "--list"], workdir / "list.log")
+    header: dict[str, Any] = {}
+    cases: list[CaseInfo] = []
+    errors: list[dict[str, Any]] = []
+    coverage: dict[str, Any] = {"available": False, "reason": "coverage unavailable: the listing did not finish"}
+    done = False
+    try:
+        while (event := child.next_event(max(opts.timeout, DEFAULT_TIMEOUT_S))) is not None:
+            kind = event.pop("event")
+            if kind == "usage_error":
+                raise UsageError(event["message"])
+            if kind == "header":
+                header = event
+            elif kind == "suite" and event["error"]:
+                errors.append(event)
+            elif kind == "case":
+                cases.append(CaseInfo(**event))
+            elif kind == "coverage":
+                coverage = event
+            elif kind == "done":
+                done = True
+    except TimeoutError:
+        child.kill(dump_stacks=True)
+        raise RunError(f"listing the cases on {device} hung for {opts.timeout:g} s\n{child.log_tail()}") from None
+    returncode = child.close()
+    if not done or returncode != 0:
+        raise RunError(f"listing the cases on {device} failed ({describe_exit(returncode)})\n{child.log_tail()}")
+    return Listing(header, cases, errors, coverage)
+
+
+# ---------------------------------------------------------------------------------------------- batches
+
+
+@dataclass
+class Batch:
+    """Cases one child runs in order: all from one suite module."""
+
+    name: str
+    suite: str
+    module: str
+    cases: list[CaseInfo] = field(default_factory=list)
+
+
+def make_batches(cases: Sequence[CaseInfo], modules: dict[str, str], jobs: int) -> list[Batch]:
+    """One batch per suite; with ``jobs > 1`` each suite is cut, at group boundaries, into about ``jobs``
+    batches of similar size so that children can run side by side."""
+    by_suite: dict[str, list[CaseInfo]] = {}
+    for case in cases:
+        by_suite.setdefault(case.run_suite, []).append(case)
+    batches: list[Batch] = []
+    for suite, suite_cases in by_suite.items():
+        target = max(1, -(-len(suite_cases) // jobs))
+        current: list[CaseInfo] = []
+        for i, case in enumerate(suite_cases):
+            if len(current) >= target and case.group != suite_cases[i - 1].group:
+                batches.append(Batch(f"{suite}-{len(batches)}", suite, modules[suite], current))
+                current = []
+            current.append(case)
+        batches.append(Batch(f"{suite}-{len(batches)}", suite, modules[suite], current))
+    return batches
+
+
+def case_record(case: CaseInfo, status: str, reason: str = "", metrics: dict[str, Any] | None = None,
+                seconds: float = 0.0, details: str = "") -> dict[str, Any]:
+    """One case as report.json lists it."""
+    return {"id": case.id, "suite": case.suite, "group": case.group, "op": case.op, "dtype": case.dtype,
+            "status": status, "reason": reason, "metrics": metrics or {}, "seconds": round(seconds, 6),
+            "details": details}
+
+
+Callback = Callable[[CaseInfo], None]
+ResultCallback = Callable[[dict[str, Any]], None]
+
+
+def run_batch(batch: Batch, opts: RunOptions, device: str, workdir: Path, on_start: Callback,
+              on_result: ResultCallback) -> None:
+    """Runs a batch to its end, restarting a child after each crash or hang at the next case."""
+    remaining = list(batch.cases)
+    attempt = 0
+    while remaining:
+        attempt += 1
+        remaining = _run_child(batch, remaining, attempt, opts, device, workdir, on_start, on_result)
+
+
+def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, opts: RunOptions, device: str, workdir: Path,
+               on_start: Callback, on_result: ResultCallback) -> list[CaseInfo]:
+    """One child over ``cases``; returns the cases still to run after it died (empty when all ran)."""
+    ids_file = workdir / f"{batch.name}.{attempt}.json"
+    ids_file.write_text(json.dumps([case.id for case in cases]), encoding="utf-8")
+    child = _Child([*_common_args(opts, device), "--suite", batch.suite, "--module", batch.module,
+                    "--cases", str(ids_file)], workdir / f"{batch.name}.{attempt}.log")
+    by_id = {case.id: case for case in cases}
+    remaining = list(cases)
+    running: CaseInfo | None = None
+    started = time.monotonic()
+    last_done: str | None = None
+    worker_error = ""
+    hung = False
+    timeout = max(opts.timeout, DEFAULT_TIMEOUT_S)  # start-up: import and collect
+    try:
+        while (event := child.next_event(timeout)) is not None:
+            kind = event.pop("event")
+            if kind == "start" and event["id"] in by_id:
+                running, started, timeout = by_id[event["id"]], time.monotonic(), opts.timeout
+                on_start(running)
+            elif kind == "result" and running is not None:
+                on_result(case_record(running, event["status"], event["reason"], event["metrics"],
+                                      event["seconds"], event["details"]))
+                remaining.remove(running)
+                last_done, running = running.id, None
+            elif kind == "worker_error":
+                worker_error = event["message"] + ("\n" + event["details"] if event.get("details") else "")
+    except TimeoutError:
+        hung = True
+        child.kill(dump_stacks=True)
+    returncode = child.close()
+    if not hung and returncode == 0 and not remaining:
+        return []
+    how = f"hung: no result within {opts.timeout:g} s" if hung else f"crashed ({describe_exit(returncode)})"
+    tail = child.log_tail()
+    if running is not None:  # the usual case: it died inside a case
+        on_result(case_record(running, "fail", f"{how} while running {running.id}",
+                              seconds=time.monotonic() - started, details=tail))
+        remaining.remove(running)
+        return remaining
+    if last_done is None:  # before its first case: a restart would fail the same way
+        if hung:
+            how = f"hung: no progress within {timeout:g} s"
+        reason = f"the worker {how} before running {remaining[0].id}" + (f": {worker_error}" if worker_error else "")
+        for case in remaining:
+            on_result(case_record(case, "fail", reason, details=tail))
+        return []
+    # Between two cases, or at exit after the last one: no case to blame, so the worker gets its own entry.
+    where = f"after {last_done} finished" + (f", before {remaining[0].id}" if remaining else ", at exit")
+    pseudo = CaseInfo(id=f"{batch.suite}/worker/exit[{batch.name}.{attempt}]", suite=cases[0].suite,
+                      group=f"{cases[0].suite}.worker")
+    on_result(case_record(pseudo, "fail", f"the worker {how.split(':')[0]} {where}", details=tail))
+    return remaining
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+def cases_digest(cases: Iterable[CaseInfo]) -> str:
+    """A short hash of the case ids: two reports with the same digest ran the same case list."""
+    return hashlib.sha256("\n".join(case.id for case in cases).encode()).hexdigest()[:16]
+
+
+def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_start: Callback | None = None,
+        on_result: ResultCallback | None = None) -> dict[str, Any]:
+    """The whole run: list, select, run every batch, build the report (returned) and write it to ``report_dir``."""
+    from . import report as report_mod
+    from .report_html import write_html
+
+    device = normalize_device(opts.device)
+    if opts.timeout <= 0 or opts.jobs < 1:
+        raise UsageError("--timeout must be positive and --jobs at least 1")
+    try:
+        modules = registry()
+    except SuiteSpecError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        baseline = report_mod.load_report(opts.baseline) if opts.baseline else None
+    except report_mod.ReportError as exc:
+        raise UsageError(str(exc)) from None
+    start_time = datetime.now(timezone.utc)
+    t0 = time.monotonic()
+    records: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def record(result: dict[str, Any]) -> None:
+        with lock:
+            records.append(result)
+        if on_result:
+            on_result(result)
+
+    with tempfile.TemporaryDirectory(prefix="chipdock-conformance-") as tmp:
+        workdir = Path(tmp)
+        listing = list_cases(opts, device, workdir)
+        selected = select_cases(listing.cases, opts.level, opts.only, opts.exclude)
+        failed_suites = [e for e in listing.suite_errors if _suite_selected(e["suite"], opts.only, opts.exclude)]
+        if not selected and not failed_suites:
+            raise UsageError(f"no case matches: --suite {opts.level}, --only {list(opts.only)}, "
+                             f"--except {list(opts.exclude)} ({len(listing.cases)} cases collected)")
+        if on_total:
+            on_total(len(selected) + len(failed_suites))
+        for error in failed_suites:
+            suite = error["suite"]
+            pseudo = CaseInfo(id=f"{suite}/collect", suite=suite, group=f"{suite}.collect")
+            record(case_record(pseudo, "fail", f"collecting suite {suite} ({error['module']}) failed: "
+                               f"{error['error']}", details=error["details"]))
+        batches = make_batches(selected, modules, opts.jobs)
+        with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+            futures = [pool.submit(run_batch, batch, opts, device, workdir, on_start or (lambda case: None), record)
+                       for batch in batches]
+            for future in futures:
+                future.result()
+    order = {case.id: i for i, case in enumerate(selected)}
+    records.sort(key=lambda r: order.get(r["id"], -1))  # collect failures first, then the suites' own order
+    header = {
+        "suite_version": __version__,
+        "cases_digest": cases_digest(selected),
+        **listing.header,
+        "reference": opts.reference,
+        "command": opts.command or " ".join(sys.argv),
+        "start_time": start_time.isoformat(timespec="seconds"),
+        "duration_s": round(time.monotonic() - t0, 3),
+        "level": opts.level,
+        "seed": opts.seed,
+        "timeout_s": opts.timeout,
+        "jobs": opts.jobs,
+        "only": list(opts.only),
+        "except": list(opts.exclude),
+    }
+    report = report_mod.build_report(header, records, listing.coverage, baseline, str(opts.baseline or ""))
+    report_mod.write_reports(report, Path(opts.report_dir), write_html)
+    return report
+
+
+class RunProgress:
+    """A progress bar on stderr while cases run: the current case, counts of passes and failures. Drawn only on
+    a terminal, and erased at the end, so logs of CI runs get no progress lines."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self._progress = Progress(
+            TextColumn("[bold]conformance[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(), TextColumn("{task.description}"),
+            console=console, transient=True, disable=not console.is_terminal,
+        )
+        self._task = self._progress.add_task("listing cases", total=None, counts="")
+        self._counts = {"pass": 0, "fail": 0, "skip": 0}
+
+    def __enter__(self) -> RunProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def set_total(self, total: int) -> None:
+        self._progress.update(self._task, total=total, description="")
+
+    def started(self, case: CaseInfo) -> None:
+        self._progress.update(self._task, description=case.id)
+
+    def finished(self, record: dict[str, Any]) -> None:
+        self._counts[record["status"]] += 1
+        c = self._counts
+        self._progress.update(self._task, advance=1,
+                              counts=f"[green]{c['pass']} passed[/] [red]{c['fail']} failed[/] {c['skip']} skipped")
+
+
+def main(opts: RunOptions, as_json: bool = False) -> int:
+    """Runs with a progress bar and prints the summary (or the report as JSON). Exit status: 0 if no case
+    failed, 1 otherwise. Raises UsageError (status 2) and RunError (status 1) for the caller to print."""
+    from .report import print_summary
+
+    with RunProgress() as progress:
+        report = run(opts, on_total=progress.set_total, on_start=progress.started, on_result=progress.finished)
+    if as_json:
+        print(json.dumps(report, indent=1))
+    else:
+        print_summary(report, Path(opts.report_dir))
+    return 1 if report["summary"]["fail"] else 0
