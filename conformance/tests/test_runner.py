@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -19,7 +21,15 @@ from pathlib import Path
 import pytest
 
 from chipdock_conformance.report import ReportError, diff_reports, load_report
-from chipdock_conformance.runner import CaseInfo, RunOptions, UsageError, normalize_device, run, select_cases
+from chipdock_conformance.runner import (
+    CaseInfo,
+    RunOptions,
+    UsageError,
+    make_batches,
+    normalize_device,
+    run,
+    select_cases,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 FAKE_SUITES = "runtime=,ops=,fake=conformance_fake_suite"
@@ -91,6 +101,39 @@ def test_an_exception_fails_the_case_with_its_type_and_message(full_run):
     assert (raised["status"], raised["reason"]) == ("fail", "ValueError: bad input 7")
     assert raised["details"].startswith("Traceback") and "_raises" in raised["details"]
     assert "run_case" not in raised["details"]  # the worker's own frame is left out
+
+
+def test_an_interrupted_run_leaves_no_worker_behind(tmp_path):
+    pidfile = tmp_path / "worker.pid"
+    proc = subprocess.Popen([sys.executable, "-m", "chipdock.cli", "conformance", "--device", "cpu", "--only",
+                             "fake/hang/sleep", "--report", str(tmp_path)], env=fake_env(CONFORMANCE_FAKE_PIDFILE=str(
+                             pidfile)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) != 0
+    worker = int(pidfile.read_text())
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"worker {worker} still runs after the run was interrupted")
+
+
+def test_jobs_run_batches_side_by_side(fake_suite, tmp_path):
+    cases = [CaseInfo(f"s/{g}/{i}", "s", f"s.{g}", run_suite="s") for g in "abc" for i in range(2)]
+    batches = make_batches(cases, {"s": "mod"}, jobs=2)
+    assert [[c.group for c in b.cases] for b in batches] == [["s.a", "s.a", "s.b", "s.b"], ["s.c", "s.c"]]
+    report = run(RunOptions(device="cpu", only=["fake.basic", "fake.crash"], jobs=2, report_dir=tmp_path))
+    statuses = {c["id"]: c["status"] for c in report["cases"]}
+    assert statuses == {"fake/basic/pass": "pass", "fake/basic/fail": "fail", "fake/basic/raises": "fail",
+                        "fake/basic/skip": "skip", "fake/crash/segfault": "fail", "fake/crash/after_segfault": "pass",
+                        "fake/crash/abort": "fail", "fake/crash/after_abort": "pass"}
+    assert list(statuses) == [c["id"] for c in report["cases"]]  # the suite's order, whatever ran first
 
 
 # ---------------------------------------------------------------------------------------------- CLI

@@ -153,11 +153,11 @@ def _xml_text(text: str) -> str:
 def failure_kind(record: dict[str, Any]) -> str:
     """crash, hang, error (an exception), collect (a suite that did not collect) or fail (a check failed)."""
     reason = record["reason"]
-    if record["group"].endswith((".collect", ".worker")):
-        return "collect" if record["group"].endswith(".collect") else "crash"
-    if reason.startswith("crashed") or reason.startswith("the worker crashed"):
+    if record["group"].endswith(".collect"):
+        return "collect"
+    if reason.startswith(("crashed", "the worker crashed")):
         return "crash"
-    if reason.startswith("hung") or reason.startswith("the worker hung"):
+    if reason.startswith(("hung", "the worker hung")):
         return "hang"
     if record["details"].startswith("Traceback"):
         return "error"

@@ -306,73 +306,138 @@ def case_record(case: CaseInfo, status: str, reason: str = "", metrics: dict[str
 
 
 Callback = Callable[[CaseInfo], None]
+
+
+class _Stopped(Exception):
+    """The run was stopped (interrupted): start no more children."""
+
+
 ResultCallback = Callable[[dict[str, Any]], None]
 
 
-def run_batch(batch: Batch, opts: RunOptions, device: str, workdir: Path, on_start: Callback,
-              on_result: ResultCallback) -> None:
-    """Runs a batch to its end, restarting a child after each crash or hang at the next case."""
+@dataclass
+class _Session:
+    """What every batch of one run shares, and the live children, so that an interrupted run kills them all."""
+
+    opts: RunOptions
+    device: str
+    workdir: Path
+    on_start: Callback
+    on_result: ResultCallback
+    stopped: threading.Event = field(default_factory=threading.Event)
+    children: set[_Child] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def spawn(self, args: list[str], log_name: str) -> _Child:
+        with self.lock:
+            if self.stopped.is_set():
+                raise _Stopped
+            child = _Child([*_common_args(self.opts, self.device), *args], self.workdir / log_name)
+            self.children.add(child)
+            return child
+
+    def forget(self, child: _Child) -> None:
+        with self.lock:
+            self.children.discard(child)
+
+    def stop(self) -> None:
+        """Ends the run: no new child starts, and the running ones are killed."""
+        with self.lock:
+            self.stopped.set()
+            children = list(self.children)
+        for child in children:
+            try:
+                os.killpg(child.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def run_batch(batch: Batch, session: _Session) -> None:
+    """Runs a batch to its end, starting a new child after each crash or hang at the next case."""
     remaining = list(batch.cases)
     attempt = 0
-    while remaining:
-        attempt += 1
-        remaining = _run_child(batch, remaining, attempt, opts, device, workdir, on_start, on_result)
+    try:
+        while remaining:
+            attempt += 1
+            remaining = _run_child(batch, remaining, attempt, session)
+    except _Stopped:
+        pass
 
 
-def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, opts: RunOptions, device: str, workdir: Path,
-               on_start: Callback, on_result: ResultCallback) -> list[CaseInfo]:
-    """One child over ``cases``; returns the cases still to run after it died (empty when all ran)."""
-    ids_file = workdir / f"{batch.name}.{attempt}.json"
-    ids_file.write_text(json.dumps([case.id for case in cases]), encoding="utf-8")
-    child = _Child([*_common_args(opts, device), "--suite", batch.suite, "--module", batch.module,
-                    "--cases", str(ids_file)], workdir / f"{batch.name}.{attempt}.log")
-    by_id = {case.id: case for case in cases}
-    remaining = list(cases)
+@dataclass
+class _ChildState:
+    """What the runner saw of one child: the case it is running, the last one it finished."""
+
+    remaining: list[CaseInfo]
     running: CaseInfo | None = None
-    started = time.monotonic()
+    started: float = 0.0
     last_done: str | None = None
-    worker_error = ""
-    hung = False
-    timeout = max(opts.timeout, DEFAULT_TIMEOUT_S)  # start-up: import and collect
+    worker_error: str = ""
+
+
+def _follow(child: _Child, cases: list[CaseInfo], session: _Session) -> tuple[_ChildState, float | None]:
+    """Reads a child's events until it exits; returns what it did, and the timeout it exceeded (None if none)."""
+    by_id = {case.id: case for case in cases}
+    state = _ChildState(list(cases))
+    timeout = max(session.opts.timeout, DEFAULT_TIMEOUT_S)  # start-up: imports and collection
     try:
         while (event := child.next_event(timeout)) is not None:
             kind = event.pop("event")
             if kind == "start" and event["id"] in by_id:
-                running, started, timeout = by_id[event["id"]], time.monotonic(), opts.timeout
-                on_start(running)
-            elif kind == "result" and running is not None:
-                on_result(case_record(running, event["status"], event["reason"], event["metrics"],
-                                      event["seconds"], event["details"]))
-                remaining.remove(running)
-                last_done, running = running.id, None
+                state.running, state.started, timeout = by_id[event["id"]], time.monotonic(), session.opts.timeout
+                session.on_start(state.running)
+            elif kind == "result" and state.running is not None:
+                session.on_result(case_record(state.running, event["status"], event["reason"], event["metrics"],
+                                              event["seconds"], event["details"]))
+                state.remaining.remove(state.running)
+                state.last_done, state.running = state.running.id, None
             elif kind == "worker_error":
-                worker_error = event["message"] + ("\n" + event["details"] if event.get("details") else "")
+                state.worker_error = event["message"] + (f"\n{event['details']}" if event.get("details") else "")
     except TimeoutError:
-        hung = True
         child.kill(dump_stacks=True)
-    returncode = child.close()
-    if not hung and returncode == 0 and not remaining:
+        return state, timeout
+    return state, None
+
+
+def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, session: _Session) -> list[CaseInfo]:
+    """One child over ``cases``; returns the cases still to run after it died (empty when all ran)."""
+    ids_file = session.workdir / f"{batch.name}.{attempt}.json"
+    ids_file.write_text(json.dumps([case.id for case in cases]), encoding="utf-8")
+    child = session.spawn(["--suite", batch.suite, "--module", batch.module, "--cases", str(ids_file)],
+                          f"{batch.name}.{attempt}.log")
+    try:
+        state, exceeded = _follow(child, cases, session)
+    finally:
+        returncode = child.close()
+        session.forget(child)
+    if session.stopped.is_set():
+        raise _Stopped
+    if exceeded is None and returncode == 0 and not state.remaining:
         return []
-    how = f"hung: no result within {opts.timeout:g} s" if hung else f"crashed ({describe_exit(returncode)})"
+    if exceeded is not None:
+        in_case, outside = f"hung: no result within {exceeded:g} s", f"hung (no progress within {exceeded:g} s)"
+    else:
+        in_case = outside = f"crashed ({describe_exit(returncode)})"
     tail = child.log_tail()
-    if running is not None:  # the usual case: it died inside a case
-        on_result(case_record(running, "fail", f"{how} while running {running.id}",
-                              seconds=time.monotonic() - started, details=tail))
-        remaining.remove(running)
-        return remaining
-    if last_done is None:  # before its first case: a restart would fail the same way
-        if hung:
-            how = f"hung: no progress within {timeout:g} s"
-        reason = f"the worker {how} before running {remaining[0].id}" + (f": {worker_error}" if worker_error else "")
-        for case in remaining:
-            on_result(case_record(case, "fail", reason, details=tail))
+    if state.running is not None:  # the usual case: it died inside a case, which fails
+        session.on_result(case_record(state.running, "fail", f"{in_case} while running {state.running.id}",
+                                      seconds=time.monotonic() - state.started, details=tail))
+        state.remaining.remove(state.running)
+        return state.remaining
+    if state.last_done is None:  # before its first case: a new child would fail the same way
+        reason = f"the worker {outside} before running {state.remaining[0].id}"
+        if state.worker_error:
+            reason += f": {state.worker_error}"
+        for case in state.remaining:
+            session.on_result(case_record(case, "fail", reason, details=tail))
         return []
-    # Between two cases, or at exit after the last one: no case to blame, so the worker gets its own entry.
-    where = f"after {last_done} finished" + (f", before {remaining[0].id}" if remaining else ", at exit")
+    # Between two cases, or at exit after the last one: no case to blame, so the worker gets an entry of its own.
+    where = f"before {state.remaining[0].id}" if state.remaining else "at exit"
     pseudo = CaseInfo(id=f"{batch.suite}/worker/exit[{batch.name}.{attempt}]", suite=cases[0].suite,
                       group=f"{cases[0].suite}.worker")
-    on_result(case_record(pseudo, "fail", f"the worker {how.split(':')[0]} {where}", details=tail))
-    return remaining
+    session.on_result(case_record(pseudo, "fail", f"the worker {outside} after {state.last_done} finished, {where}",
+                                  details=tail))
+    return state.remaining
 
 
 # ---------------------------------------------------------------------------------------------- the run
@@ -426,12 +491,15 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
             pseudo = CaseInfo(id=f"{suite}/collect", suite=suite, group=f"{suite}.collect")
             record(case_record(pseudo, "fail", f"collecting suite {suite} ({error['module']}) failed: "
                                f"{error['error']}", details=error["details"]))
-        batches = make_batches(selected, modules, opts.jobs)
+        session = _Session(opts, device, workdir, on_start or (lambda case: None), record)
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-            futures = [pool.submit(run_batch, batch, opts, device, workdir, on_start or (lambda case: None), record)
-                       for batch in batches]
-            for future in futures:
-                future.result()
+            futures = [pool.submit(run_batch, batch, session) for batch in make_batches(selected, modules, opts.jobs)]
+            try:
+                for future in futures:
+                    future.result()
+            except BaseException:  # Ctrl-C, or a bug: leave no worker behind
+                session.stop()
+                raise
     order = {case.id: i for i, case in enumerate(selected)}
     records.sort(key=lambda r: order.get(r["id"], -1))  # collect failures first, then the suites' own order
     header = {
