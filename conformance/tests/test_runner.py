@@ -136,6 +136,21 @@ def test_jobs_run_batches_side_by_side(fake_suite, tmp_path):
     assert list(statuses) == [c["id"] for c in report["cases"]]  # the suite's order, whatever ran first
 
 
+def test_a_worker_that_dies_outside_a_case_is_reported(fake_suite, tmp_path):
+    fake_suite.setenv("CHIPDOCK_CONFORMANCE_SUITES", "runtime=,ops=,exit=conformance_exit_suite")
+    report = run(RunOptions(device="cpu", report_dir=tmp_path))
+    assert [(c["id"], c["status"]) for c in report["cases"]] == [
+        ("exit/atexit/abort", "pass"), ("exit/atexit/second", "pass"), ("exit/worker/exit[exit-0.1]", "fail")]
+    assert report["cases"][-1]["reason"] == ("the worker crashed (signal 6, SIGABRT) after exit/atexit/second "
+                                             "finished, at exit")
+    fake_suite.setenv("CONFORMANCE_FAKE_WORKER_COLLECT_FAILS", "1")
+    report = run(RunOptions(device="cpu", report_dir=tmp_path))
+    reasons = {c["reason"] for c in report["cases"]}
+    assert reasons == {"the worker crashed (exit status 1) before running exit/atexit/abort: collecting suite exit "
+                       "(conformance_exit_suite) failed: RuntimeError: collect fails in the worker"}
+    assert len(report["cases"]) == 2 and report["cases"][0]["details"].startswith("Traceback")
+
+
 # ---------------------------------------------------------------------------------------------- CLI
 
 

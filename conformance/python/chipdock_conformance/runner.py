@@ -352,16 +352,24 @@ class _Session:
                 pass
 
 
-def run_batch(batch: Batch, session: _Session) -> None:
-    """Runs a batch to its end, starting a new child after each crash or hang at the next case."""
+def run_batch(batch: Batch, session: _Session) -> list[dict[str, Any]]:
+    """Runs a batch to its end, starting a new child after each crash or hang at the next case; returns the
+    records in the order they came (the batch's order, with any worker entry where it happened)."""
+    records: list[dict[str, Any]] = []
+
+    def emit(record: dict[str, Any]) -> None:
+        records.append(record)
+        session.on_result(record)
+
     remaining = list(batch.cases)
     attempt = 0
     try:
         while remaining:
             attempt += 1
-            remaining = _run_child(batch, remaining, attempt, session)
+            remaining = _run_child(batch, remaining, attempt, session, emit)
     except _Stopped:
         pass
+    return records
 
 
 @dataclass
@@ -372,10 +380,12 @@ class _ChildState:
     running: CaseInfo | None = None
     started: float = 0.0
     last_done: str | None = None
-    worker_error: str = ""
+    worker_error: str = ""  # what the worker said before it gave up (it could not collect its suite)
+    worker_details: str = ""
 
 
-def _follow(child: _Child, cases: list[CaseInfo], session: _Session) -> tuple[_ChildState, float | None]:
+def _follow(child: _Child, cases: list[CaseInfo], session: _Session,
+            emit: ResultCallback) -> tuple[_ChildState, float | None]:
     """Reads a child's events until it exits; returns what it did, and the timeout it exceeded (None if none)."""
     by_id = {case.id: case for case in cases}
     state = _ChildState(list(cases))
@@ -387,26 +397,27 @@ def _follow(child: _Child, cases: list[CaseInfo], session: _Session) -> tuple[_C
                 state.running, state.started, timeout = by_id[event["id"]], time.monotonic(), session.opts.timeout
                 session.on_start(state.running)
             elif kind == "result" and state.running is not None:
-                session.on_result(case_record(state.running, event["status"], event["reason"], event["metrics"],
-                                              event["seconds"], event["details"]))
+                emit(case_record(state.running, event["status"], event["reason"], event["metrics"],
+                                 event["seconds"], event["details"]))
                 state.remaining.remove(state.running)
                 state.last_done, state.running = state.running.id, None
             elif kind == "worker_error":
-                state.worker_error = event["message"] + (f"\n{event['details']}" if event.get("details") else "")
+                state.worker_error, state.worker_details = event["message"], event.get("details", "")
     except TimeoutError:
         child.kill(dump_stacks=True)
         return state, timeout
     return state, None
 
 
-def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, session: _Session) -> list[CaseInfo]:
+def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, session: _Session,
+               emit: ResultCallback) -> list[CaseInfo]:
     """One child over ``cases``; returns the cases still to run after it died (empty when all ran)."""
     ids_file = session.workdir / f"{batch.name}.{attempt}.json"
     ids_file.write_text(json.dumps([case.id for case in cases]), encoding="utf-8")
     child = session.spawn(["--suite", batch.suite, "--module", batch.module, "--cases", str(ids_file)],
                           f"{batch.name}.{attempt}.log")
     try:
-        state, exceeded = _follow(child, cases, session)
+        state, exceeded = _follow(child, cases, session, emit)
     finally:
         returncode = child.close()
         session.forget(child)
@@ -420,8 +431,8 @@ def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, session: _Sess
         in_case = outside = f"crashed ({describe_exit(returncode)})"
     tail = child.log_tail()
     if state.running is not None:  # the usual case: it died inside a case, which fails
-        session.on_result(case_record(state.running, "fail", f"{in_case} while running {state.running.id}",
-                                      seconds=time.monotonic() - state.started, details=tail))
+        emit(case_record(state.running, "fail", f"{in_case} while running {state.running.id}",
+                         seconds=time.monotonic() - state.started, details=tail))
         state.remaining.remove(state.running)
         return state.remaining
     if state.last_done is None:  # before its first case: a new child would fail the same way
@@ -429,14 +440,14 @@ def _run_child(batch: Batch, cases: list[CaseInfo], attempt: int, session: _Sess
         if state.worker_error:
             reason += f": {state.worker_error}"
         for case in state.remaining:
-            session.on_result(case_record(case, "fail", reason, details=tail))
+            emit(case_record(case, "fail", reason, details=state.worker_details or tail))
         return []
     # Between two cases, or at exit after the last one: no case to blame, so the worker gets an entry of its own.
     where = f"before {state.remaining[0].id}" if state.remaining else "at exit"
     pseudo = CaseInfo(id=f"{batch.suite}/worker/exit[{batch.name}.{attempt}]", suite=cases[0].suite,
                       group=f"{cases[0].suite}.worker")
-    session.on_result(case_record(pseudo, "fail", f"the worker {outside} after {state.last_done} finished, {where}",
-                                  details=tail))
+    emit(case_record(pseudo, "fail", f"the worker {outside} after {state.last_done} finished, {where}",
+                     details=tail))
     return state.remaining
 
 
@@ -465,16 +476,20 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         baseline = report_mod.load_report(opts.baseline) if opts.baseline else None
     except report_mod.ReportError as exc:
         raise UsageError(str(exc)) from None
+    report_dir = Path(opts.report_dir)
+    try:
+        report_dir.mkdir(parents=True, exist_ok=True)  # now, not after an hour of cases
+    except OSError as exc:
+        raise UsageError(f"--report {report_dir}: {exc.strerror or exc}") from None
     start_time = datetime.now(timezone.utc)
     t0 = time.monotonic()
     records: list[dict[str, Any]] = []
     lock = threading.Lock()
 
-    def record(result: dict[str, Any]) -> None:
-        with lock:
-            records.append(result)
+    def progress(result: dict[str, Any]) -> None:
         if on_result:
-            on_result(result)
+            with lock:  # batches report from several threads
+                on_result(result)
 
     with tempfile.TemporaryDirectory(prefix="chipdock-conformance-") as tmp:
         workdir = Path(tmp)
@@ -489,19 +504,18 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         for error in failed_suites:
             suite = error["suite"]
             pseudo = CaseInfo(id=f"{suite}/collect", suite=suite, group=f"{suite}.collect")
-            record(case_record(pseudo, "fail", f"collecting suite {suite} ({error['module']}) failed: "
-                               f"{error['error']}", details=error["details"]))
-        session = _Session(opts, device, workdir, on_start or (lambda case: None), record)
+            records.append(case_record(pseudo, "fail", f"collecting suite {suite} ({error['module']}) failed: "
+                                       f"{error['error']}", details=error["details"]))
+            progress(records[-1])
+        session = _Session(opts, device, workdir, on_start or (lambda case: None), progress)
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             futures = [pool.submit(run_batch, batch, session) for batch in make_batches(selected, modules, opts.jobs)]
             try:
-                for future in futures:
-                    future.result()
+                for future in futures:  # in batch order, which is the suites' order
+                    records += future.result()
             except BaseException:  # Ctrl-C, or a bug: leave no worker behind
                 session.stop()
                 raise
-    order = {case.id: i for i, case in enumerate(selected)}
-    records.sort(key=lambda r: order.get(r["id"], -1))  # collect failures first, then the suites' own order
     header = {
         "suite_version": __version__,
         "cases_digest": cases_digest(selected),
@@ -518,7 +532,7 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         "except": list(opts.exclude),
     }
     report = report_mod.build_report(header, records, listing.coverage, baseline, str(opts.baseline or ""))
-    report_mod.write_reports(report, Path(opts.report_dir), write_html)
+    report_mod.write_reports(report, report_dir, write_html)
     return report
 
 
