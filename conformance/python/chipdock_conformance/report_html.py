@@ -108,8 +108,9 @@ def error_plot(op: str, records: list[dict[str, Any]]) -> str:
     points = [p for p in points if p[1] is not None]
     points.sort(key=lambda p: str(p[0]["dtype"]))  # stable: keeps the suite's order within a dtype
     finite = [v for _, v, _ in points if v and math.isfinite(v)] + [b for _, _, b in points if b]
-    lo = math.floor(math.log10(min(finite))) if finite else 0
-    hi = math.ceil(math.log10(max(finite))) if finite else 1
+    # Half a decade of room below the smallest value keeps it off the "0" line.
+    lo = math.floor(math.log10(min(finite)) - 0.5) if finite else 0
+    hi = math.ceil(math.log10(max(finite)) + 0.1) if finite else 1
     hi = max(hi, lo + 1)
     width, height, left, right, top, bottom = 720, 230, 58, 10, 22, 40
     plot_w, plot_h = width - left - right, height - top - bottom

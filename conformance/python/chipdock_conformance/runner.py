@@ -401,6 +401,8 @@ def _follow(child: _Child, cases: list[CaseInfo], session: _Session,
                                  event["seconds"], event["details"]))
                 state.remaining.remove(state.running)
                 state.last_done, state.running = state.running.id, None
+            elif kind == "done":
+                timeout = max(session.opts.timeout, DEFAULT_TIMEOUT_S)  # shutting a backend down may take a while
             elif kind == "worker_error":
                 state.worker_error, state.worker_details = event["message"], event.get("details", "")
     except TimeoutError:
