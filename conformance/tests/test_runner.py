@@ -129,7 +129,11 @@ def test_jobs_run_batches_side_by_side(fake_suite, tmp_path):
     cases = [CaseInfo(f"s/{g}/{i}", "s", f"s.{g}", run_suite="s") for g in "abc" for i in range(2)]
     batches = make_batches(cases, {"s": "mod"}, jobs=2)
     assert [[c.group for c in b.cases] for b in batches] == [["s.a", "s.a", "s.b", "s.b"], ["s.c", "s.c"]]
-    report = run(RunOptions(device="cpu", only=["fake.basic", "fake.crash"], jobs=2, report_dir=tmp_path))
+    assert [len(b.cases) for b in make_batches(cases, {"s": "mod"}, jobs=1)] == [6]
+    assert [len(b.cases) for b in make_batches(cases, {"s": "mod"}, jobs=1, isolation="group")] == [2, 2, 2]
+    assert [len(b.cases) for b in make_batches(cases, {"s": "mod"}, jobs=1, isolation="case")] == [1] * 6
+    report = run(RunOptions(device="cpu", only=["fake.basic", "fake.crash"], jobs=2, isolation="group",
+                            report_dir=tmp_path))
     statuses = {c["id"]: c["status"] for c in report["cases"]}
     assert statuses == {"fake/basic/pass": "pass", "fake/basic/fail": "fail", "fake/basic/raises": "fail",
                         "fake/basic/skip": "skip", "fake/crash/segfault": "fail", "fake/crash/after_segfault": "pass",

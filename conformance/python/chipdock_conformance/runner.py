@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from . import __version__
 from .case import SuiteLevel
@@ -38,6 +38,9 @@ DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_REPORT_DIR = Path("conformance-report")
 LOG_TAIL_CHARS = 4000  # how much of a dead child's output goes into the report
 STACK_DUMP_WAIT_S = 0.5  # time a hung child gets to print its stacks (SIGUSR1) before SIGKILL
+
+
+Isolation = Literal["suite", "group", "case"]
 
 
 class UsageError(Exception):
@@ -59,6 +62,7 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT_S
     seed: int = 0
     jobs: int = 1
+    isolation: Isolation = "suite"
     reference: str = "cpu:0"
     command: str = ""
 
@@ -278,22 +282,32 @@ class Batch:
     cases: list[CaseInfo] = field(default_factory=list)
 
 
-def make_batches(cases: Sequence[CaseInfo], modules: dict[str, str], jobs: int) -> list[Batch]:
-    """One batch per suite; with ``jobs > 1`` each suite is cut, at group boundaries, into about ``jobs``
-    batches of similar size so that children can run side by side."""
+def make_batches(cases: Sequence[CaseInfo], modules: dict[str, str], jobs: int,
+                 isolation: Isolation = "suite") -> list[Batch]:
+    """Cases cut into batches, one worker each (after a crash or hang, a new one goes on with the rest).
+
+    ``suite``: one batch per suite, or with ``jobs > 1`` about ``jobs`` batches of similar size per suite, cut
+    at group boundaries, so that workers run side by side. ``group``: a batch per group, so no state survives
+    from one group to the next. ``case``: a batch per case (slow: for a failure that may depend on earlier
+    cases)."""
+    batches: list[Batch] = []
+
+    def add(suite: str, chunk: list[CaseInfo]) -> None:
+        batches.append(Batch(f"{suite}-{len(batches)}", suite, modules[suite], chunk))
+
     by_suite: dict[str, list[CaseInfo]] = {}
     for case in cases:
         by_suite.setdefault(case.run_suite, []).append(case)
-    batches: list[Batch] = []
     for suite, suite_cases in by_suite.items():
-        target = max(1, -(-len(suite_cases) // jobs))
+        target = {"suite": max(1, -(-len(suite_cases) // jobs)), "group": 1, "case": 1}[isolation]
         current: list[CaseInfo] = []
         for i, case in enumerate(suite_cases):
-            if len(current) >= target and case.group != suite_cases[i - 1].group:
-                batches.append(Batch(f"{suite}-{len(batches)}", suite, modules[suite], current))
+            boundary = isolation == "case" or case.group != suite_cases[i - 1].group
+            if current and len(current) >= target and boundary:
+                add(suite, current)
                 current = []
             current.append(case)
-        batches.append(Batch(f"{suite}-{len(batches)}", suite, modules[suite], current))
+        add(suite, current)
     return batches
 
 
@@ -468,8 +482,8 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
     from .report_html import write_html
 
     device = normalize_device(opts.device)
-    if opts.timeout <= 0 or opts.jobs < 1:
-        raise UsageError("--timeout must be positive and --jobs at least 1")
+    if opts.timeout <= 0 or opts.jobs < 1 or opts.isolation not in ("suite", "group", "case"):
+        raise UsageError("--timeout must be positive, --jobs at least 1, --isolation suite, group or case")
     try:
         modules = registry()
     except SuiteSpecError as exc:
@@ -511,7 +525,8 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
             progress(records[-1])
         session = _Session(opts, device, workdir, on_start or (lambda case: None), progress)
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
-            futures = [pool.submit(run_batch, batch, session) for batch in make_batches(selected, modules, opts.jobs)]
+            batches = make_batches(selected, modules, opts.jobs, opts.isolation)
+            futures = [pool.submit(run_batch, batch, session) for batch in batches]
             try:
                 for future in futures:  # in batch order, which is the suites' order
                     records += future.result()
@@ -530,6 +545,7 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         "seed": opts.seed,
         "timeout_s": opts.timeout,
         "jobs": opts.jobs,
+        "isolation": opts.isolation,
         "only": list(opts.only),
         "except": list(opts.exclude),
     }

@@ -147,9 +147,11 @@ def bench_ops(json_path: str | None, quick: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
 @click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
               help="Worker processes running side by side (timing-sensitive cases prefer 1).")
+@click.option("--isolation", type=click.Choice(["suite", "group", "case"]), default="suite", show_default=True,
+              help="A fresh worker process per suite, per group or per case (a crash always costs only its case).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
 def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
-                baseline: str | None, timeout: float, seed: int, jobs: int, as_json: bool) -> None:
+                baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool) -> None:
     """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
 
     Every case runs in a child process: a crash or a hang fails that case and the run goes on.
@@ -162,7 +164,8 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
 
     opts = RunOptions(device=device, level=level, only=only, exclude=exclude,  # type: ignore[arg-type]
                       report_dir=Path(report_dir), baseline=Path(baseline) if baseline else None,
-                      timeout=timeout, seed=seed, jobs=jobs, command=join(["chipdock", *sys.argv[1:]]))
+                      timeout=timeout, seed=seed, jobs=jobs, isolation=isolation,  # type: ignore[arg-type]
+                      command=join(["chipdock", *sys.argv[1:]]))
     try:
         code = run_main(opts, as_json=as_json)
     except UsageError as exc:
