@@ -222,6 +222,18 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds:.1f}" if seconds < 100 or not math.isfinite(seconds) else f"{seconds:.0f}"
 
 
+def coverage_line(coverage: dict[str, Any] | None) -> str:
+    """One line on what the device lacks: the length of each list the coverage result holds."""
+    if not coverage or not coverage.get("available"):
+        return (coverage or {}).get("reason") or "coverage unavailable"
+    result = coverage.get("result")
+    if isinstance(result, dict):
+        counts = [f"{len(v)} {k.replace('_', ' ')}" for k, v in result.items() if isinstance(v, list)]
+        if counts:
+            return "coverage: " + ", ".join(counts) + " (see report.html)"
+    return "coverage: see report.html"
+
+
 def print_summary(report: dict[str, Any], directory: Path) -> None:
     """The terminal summary: a table per group, the failures with their reasons, the baseline changes."""
     from rich.console import Console
@@ -250,6 +262,7 @@ def print_summary(report: dict[str, Any], directory: Path) -> None:
             console.print(f"  [red]FAIL[/] {escape(r['id'])}: {escape(_first_line(r['reason']))}", soft_wrap=True)
         if len(failures) > FAILURES_SHOWN:
             console.print(f"  ... and {len(failures) - FAILURES_SHOWN} more (see the report)")
+    console.print(escape(coverage_line(report.get("coverage"))), soft_wrap=True)
     baseline = report.get("baseline")
     if baseline:
         console.print(f"against {escape(baseline['path'])}: {len(baseline['fixed'])} fixed, "

@@ -138,7 +138,7 @@ def bench_ops(json_path: str | None, quick: bool) -> None:
               help="Run only cases whose id, group or suite matches (fnmatch; repeatable).")
 @click.option("--except", "exclude", multiple=True, metavar="PATTERN",
               help="Leave out cases whose id, group or suite matches (fnmatch; repeatable).")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), default="conformance-report",
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), default="conformance-report", metavar="DIR",
               show_default=True, help="Folder for report.json, junit.xml and report.html.")
 @click.option("--baseline", type=click.Path(dir_okay=False), metavar="OLD/report.json",
               help="An earlier report.json: list the fixed, regressed and changed cases.")
