@@ -358,12 +358,12 @@ def test_coverage_in_the_summary_and_the_page(monkeypatch):
 # ---------------------------------------------------------------------------------------------- pytest plugin
 
 
-def run_pytest(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def run_pytest(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     plugin_installed = any(ep.value == "chipdock_conformance.pytest_plugin" for ep in entry_points(group="pytest11"))
     load = [] if plugin_installed and not os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD") else [
         "-p", "chipdock_conformance.pytest_plugin"]
     return subprocess.run([sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider", "--strict-markers", *args],
-                          capture_output=True, text=True, env=fake_env(), cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, env=env or fake_env(), cwd=tmp_path, timeout=120)
 
 
 def test_pytest_plugin_runs_cases_as_items(tmp_path):
@@ -387,6 +387,10 @@ def test_pytest_plugin_suite_level_and_group_markers(tmp_path):
     assert "5/15 tests collected (10 deselected)" in proc.stdout
     proc = run_pytest(tmp_path, "--chipdock-device", "cpu:5")
     assert proc.returncode == 4 and "Devices found: cpu:0" in proc.stderr
+    proc = run_pytest(tmp_path, "--chipdock-device", "cpu", "-m", "ghost.collect",
+                      env=fake_env(f"{FAKE_SUITES},ghost=no_such_suite_module"))
+    assert proc.returncode == 1 and "1 failed, 14 deselected" in proc.stdout
+    assert "collecting suite ghost (no_such_suite_module) failed: ModuleNotFoundError" in proc.stdout
 
 
 def test_pytest_plugin_is_inert_without_the_option(tmp_path):

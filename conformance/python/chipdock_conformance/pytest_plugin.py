@@ -167,6 +167,8 @@ def _items(session: pytest.Session, config: pytest.Config, spec: str) -> list[py
             parent = group_node(f"{name}.collect")
             item = CollectFailedItem.from_parent(parent, name=f"{name}/collect", error=(
                 f"collecting suite {name} ({module}) failed: {collected.error}"), details=collected.details)
+            item.add_marker("conformance")
+            item.add_marker(parent.name)
             parent.children.append(item)
             items.append(item)
             continue
