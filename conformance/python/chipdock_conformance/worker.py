@@ -52,6 +52,8 @@ def jsonable(value: Any) -> Any:
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
+    if callable(getattr(value, "as_dict", None)):  # the project's own records (BackendInfo, Coverage, ...)
+        return jsonable(value.as_dict())
     if is_dataclass(value) and not isinstance(value, type):
         return jsonable(asdict(value))
     if hasattr(value, "tolist"):  # NumPy arrays and scalars
