@@ -35,6 +35,7 @@ from .case import SuiteLevel
 from .suites import SuiteSpecError, registry
 
 DEFAULT_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 60.0  # at least this for a child to import, load the backend and collect, and to exit
 DEFAULT_REPORT_DIR = Path("conformance-report")
 LOG_TAIL_CHARS = 4000  # how much of a dead child's output goes into the report
 STACK_DUMP_WAIT_S = 0.5  # time a hung child gets to print its stacks (SIGUSR1) before SIGKILL
@@ -246,7 +247,7 @@ def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
     coverage: dict[str, Any] = {"available": False, "reason": "coverage unavailable: the listing did not finish"}
     done = False
     try:
-        while (event := child.next_event(max(opts.timeout, DEFAULT_TIMEOUT_S))) is not None:
+        while (event := child.next_event(max(opts.timeout, STARTUP_TIMEOUT_S))) is not None:
             kind = event.pop("event")
             if kind == "usage_error":
                 raise UsageError(event["message"])
@@ -262,7 +263,8 @@ def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
                 done = True
     except TimeoutError:
         child.kill(dump_stacks=True)
-        raise RunError(f"listing the cases on {device} hung for {opts.timeout:g} s\n{child.log_tail()}") from None
+        raise RunError(f"listing the cases on {device} made no progress for "
+                       f"{max(opts.timeout, STARTUP_TIMEOUT_S):g} s\n{child.log_tail()}") from None
     returncode = child.close()
     if not done or returncode != 0:
         raise RunError(f"listing the cases on {device} failed ({describe_exit(returncode)})\n{child.log_tail()}")
@@ -403,7 +405,7 @@ def _follow(child: _Child, cases: list[CaseInfo], session: _Session,
     """Reads a child's events until it exits; returns what it did, and the timeout it exceeded (None if none)."""
     by_id = {case.id: case for case in cases}
     state = _ChildState(list(cases))
-    timeout = max(session.opts.timeout, DEFAULT_TIMEOUT_S)  # start-up: imports and collection
+    timeout = max(session.opts.timeout, STARTUP_TIMEOUT_S)  # start-up: imports and collection
     try:
         while (event := child.next_event(timeout)) is not None:
             kind = event.pop("event")
@@ -416,7 +418,7 @@ def _follow(child: _Child, cases: list[CaseInfo], session: _Session,
                 state.remaining.remove(state.running)
                 state.last_done, state.running = state.running.id, None
             elif kind == "done":
-                timeout = max(session.opts.timeout, DEFAULT_TIMEOUT_S)  # shutting a backend down may take a while
+                timeout = max(session.opts.timeout, STARTUP_TIMEOUT_S)  # shutting a backend down may take a while
             elif kind == "worker_error":
                 state.worker_error, state.worker_details = event["message"], event.get("details", "")
     except TimeoutError:
