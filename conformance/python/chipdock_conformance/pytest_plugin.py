@@ -121,19 +121,15 @@ class ConformanceNode(pytest.Collector):
 def _device_or_usage_error(spec: str) -> str:
     """The device as "type:ordinal"; pytest.UsageError naming the devices that exist if it does not."""
     from .runner import UsageError, normalize_device
+    from .worker import device_problem
 
     try:
         device = normalize_device(spec)
     except UsageError as exc:
         raise pytest.UsageError(str(exc).replace("--device", "--chipdock-device")) from None
-    import chipdock
-
-    try:
-        chipdock.device(device)
-    except Exception as exc:  # InvalidArgumentError: no such type or ordinal
-        found = ", ".join(str(d) for d in chipdock.devices()) or "none"
-        raise pytest.UsageError(f"--chipdock-device {spec}: {getattr(exc, 'reason', exc)}. Devices found: {found}"
-                                ) from None
+    problem = device_problem(device, "--chipdock-device")
+    if problem:
+        raise pytest.UsageError(problem)
     return device
 
 
@@ -172,8 +168,8 @@ def _items(session: pytest.Session, config: pytest.Config, spec: str) -> list[py
             parent.children.append(item)
             items.append(item)
             continue
-        spec_ = importlib.util.find_spec(module)
-        source = Path(spec_.origin) if spec_ and spec_.origin else None
+        found = importlib.util.find_spec(module)
+        source = Path(found.origin) if found and found.origin else None
         for case in collected.cases:
             if level == "quick" and not case.quick:
                 continue

@@ -95,15 +95,15 @@ def run_case(case: Case, ctx: Context) -> dict[str, Any]:
     return fields
 
 
-def _device_error(device: str) -> str | None:
-    """None if ``device`` exists, else a message that lists the devices that do."""
+def device_problem(device: str, option: str = "--device") -> str | None:
+    """None if ``device`` exists, else a message that names ``option`` and lists the devices that do."""
     import chipdock
 
     try:
         chipdock.device(device)
     except Exception as exc:  # InvalidArgumentError for an unknown type or ordinal
         found = ", ".join(str(d) for d in chipdock.devices()) or "none"
-        return f"--device {device}: {getattr(exc, 'reason', exc)}. Devices found: {found}"
+        return f"{option} {device}: {getattr(exc, 'reason', exc)}. Devices found: {found}"
     return None
 
 
@@ -159,7 +159,7 @@ def coverage_of(device: str) -> dict[str, Any]:
 
 
 def list_mode(ctx: Context, events: Events) -> int:
-    problem = _device_error(ctx.device)
+    problem = device_problem(ctx.device)
     if problem:
         events.send("usage_error", message=problem)
         return 2
