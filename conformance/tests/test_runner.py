@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import chipdock_conformance
-from chipdock_conformance.report import ReportError, coverage_line, diff_reports, load_report
+from chipdock_conformance.report import ReportError, coverage_line, diff_reports, load_report, print_summary
 from chipdock_conformance.report_html import coverage_section
 from chipdock_conformance.runner import (
     CaseInfo,
@@ -295,7 +295,7 @@ def test_report_html_is_standalone_with_error_plots(full_run):
     assert "<h2>Coverage</h2>" in page
 
 
-def test_baseline_classifies_fixed_regressed_and_changed(fake_suite, tmp_path):
+def test_baseline_classifies_fixed_regressed_and_changed(fake_suite, tmp_path, capsys):
     only = ["fake.basic", "fake.ops.add"]
     run(RunOptions(device="cpu", only=only, report_dir=tmp_path / "old"))
     fake_suite.setenv("CONFORMANCE_FAKE_VARIANT", "b")
@@ -312,6 +312,9 @@ def test_baseline_classifies_fixed_regressed_and_changed(fake_suite, tmp_path):
     }
     assert json.loads((tmp_path / "new" / "report.json").read_text())["baseline"] == diff
     assert "regressed" in (tmp_path / "new" / "report.html").read_text()
+    print_summary(report, tmp_path / "new")
+    out = capsys.readouterr().out
+    assert "1 fixed, 1 regressed, 3 changed" in out and "regressed fake/basic/pass: regressed on purpose" in out
 
 
 def test_diff_reports_thresholds_and_reasons():
