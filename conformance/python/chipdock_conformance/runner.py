@@ -265,6 +265,9 @@ def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
         child.kill(dump_stacks=True)
         raise RunError(f"listing the cases on {device} made no progress for "
                        f"{max(opts.timeout, STARTUP_TIMEOUT_S):g} s\n{child.log_tail()}") from None
+    except BaseException:  # a usage error, or Ctrl-C: the child goes too
+        child.kill(dump_stacks=False)
+        raise
     returncode = child.close()
     if not done or returncode != 0:
         raise RunError(f"listing the cases on {device} failed ({describe_exit(returncode)})\n{child.log_tail()}")
