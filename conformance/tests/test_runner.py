@@ -194,9 +194,12 @@ def test_usage_errors_exit_2(tmp_path):
     assert "--device cpu:9" in proc.stderr and "Devices found: cpu:0" in proc.stderr
     proc = cli("--device", "cpu:x", "--report", str(tmp_path))
     assert proc.returncode == 2 and "expected TYPE or TYPE:ORDINAL" in proc.stderr
-    proc = cli("--device", "cpu", "--report", str(tmp_path), "--only", "no/such/*")
+    proc = cli("--device", "cpu", "--report", str(tmp_path / "out"), "--only", "no/such/*")
     assert proc.returncode == 2 and "no case matches" in proc.stderr
-    assert not (tmp_path / "report.json").exists()
+    (tmp_path / "file").write_text("")
+    proc = cli("--device", "cpu", "--report", str(tmp_path / "file" / "out"))
+    assert proc.returncode == 2 and "--report" in proc.stderr and "Not a directory" in proc.stderr
+    assert not (tmp_path / "out").exists()  # usage errors leave nothing behind
 
 
 def test_selection_patterns():

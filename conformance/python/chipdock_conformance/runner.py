@@ -498,10 +498,6 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
     except report_mod.ReportError as exc:
         raise UsageError(str(exc)) from None
     report_dir = Path(opts.report_dir)
-    try:
-        report_dir.mkdir(parents=True, exist_ok=True)  # now, not after an hour of cases
-    except OSError as exc:
-        raise UsageError(f"--report {report_dir}: {exc.strerror or exc}") from None
     start_time = datetime.now(timezone.utc)
     t0 = time.monotonic()
     records: list[dict[str, Any]] = []
@@ -520,6 +516,10 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         if not selected and not failed_suites:
             raise UsageError(f"no case matches: --suite {opts.level}, --only {list(opts.only)}, "
                              f"--except {list(opts.exclude)} ({len(listing.cases)} cases collected)")
+        try:
+            report_dir.mkdir(parents=True, exist_ok=True)  # now, not after an hour of cases
+        except OSError as exc:
+            raise UsageError(f"--report {report_dir}: {exc.strerror or exc}") from None
         if on_total:
             on_total(len(selected) + len(failed_suites))
         for error in failed_suites:
