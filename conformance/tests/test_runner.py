@@ -109,7 +109,8 @@ def test_an_exception_fails_the_case_with_its_type_and_message(full_run):
     assert "run_case" not in raised["details"]  # the worker's own frame is left out
 
 
-def test_an_interrupted_run_leaves_no_worker_behind(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
+def test_an_interrupted_run_leaves_no_worker_behind(tmp_path, signum):
     pidfile = tmp_path / "worker.pid"
     proc = subprocess.Popen([sys.executable, "-m", "chipdock.cli", "conformance", "--device", "cpu", "--only",
                              "fake/hang/sleep", "--report", str(tmp_path)], env=fake_env(CONFORMANCE_FAKE_PIDFILE=str(
@@ -118,7 +119,7 @@ def test_an_interrupted_run_leaves_no_worker_behind(tmp_path):
     while not pidfile.exists() or not pidfile.read_text():
         assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)  # SIGKILL: the worker has asked the kernel to kill it with the runner
     assert proc.wait(30) != 0
     worker = int(pidfile.read_text())
     while time.monotonic() < deadline:

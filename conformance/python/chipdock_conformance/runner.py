@@ -235,7 +235,8 @@ class _Child:
 
 
 def _common_args(opts: RunOptions, device: str) -> list[str]:
-    return ["--device", device, "--reference", opts.reference, "--level", opts.level, "--seed", str(opts.seed)]
+    return ["--device", device, "--reference", opts.reference, "--level", opts.level, "--seed", str(opts.seed),
+            "--parent-pid", str(os.getpid())]
 
 
 def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
@@ -528,6 +529,8 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
             records.append(case_record(pseudo, "fail", f"collecting suite {suite} ({error['module']}) failed: "
                                        f"{error['error']}", details=error["details"]))
             progress(records[-1])
+        # Workers start from the pool's threads, which live until every batch is done: Linux's parent-death
+        # signal (worker.die_with_parent) follows the thread that started the child, not the process.
         session = _Session(opts, device, workdir, on_start or (lambda case: None), progress)
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             batches = make_batches(selected, modules, opts.jobs, opts.isolation)
@@ -601,6 +604,11 @@ def main(opts: RunOptions, as_json: bool = False) -> int:
     failed, 1 otherwise. Raises UsageError (status 2) and RunError (status 1) for the caller to print."""
     from .report import print_summary
 
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds through run(), which kills the workers
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, terminate)
     with RunProgress() as progress:
         report = run(opts, on_total=progress.set_total, on_start=progress.started, on_result=progress.finished)
     if as_json:

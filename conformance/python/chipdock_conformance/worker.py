@@ -202,6 +202,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--level", choices=("quick", "full"), default="quick")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--events-fd", type=int, required=True, help="file descriptor for the JSON-lines events")
+    parser.add_argument("--parent-pid", type=int, help="the runner's pid: the worker dies with it (Linux)")
     parser.add_argument("--list", action="store_true", help="list the device, the suites and their cases")
     parser.add_argument("--suite", help="run mode: the suite's registry name")
     parser.add_argument("--module", help="run mode: the suite's module")
@@ -212,8 +213,23 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def die_with_parent(parent_pid: int | None) -> None:
+    """Asks Linux to kill this worker when the runner dies, even by SIGKILL (a CI job's timeout): the worker
+    runs in a session of its own, so a kill of the runner's process group does not reach it."""
+    if parent_pid is None or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the runner died before the request took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    die_with_parent(args.parent_pid)
     # A crash prints the Python stack of every thread to stderr (the runner's log of this child);
     # SIGUSR1, which the runner sends before it kills a hung child, prints where it hangs.
     faulthandler.enable(all_threads=True)
