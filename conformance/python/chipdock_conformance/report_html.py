@@ -183,8 +183,10 @@ def plots_section(records: list[dict[str, Any]]) -> str:
 
 def _generic(value: Any) -> str:
     """Any JSON value as HTML: a list of objects as a table, a list as a list, an object as sections."""
-    if isinstance(value, dict):
-        return "".join(f"<h3>{_e(k)}</h3>{_generic(v)}" for k, v in value.items())
+    if isinstance(value, dict):  # scalars in one key/value table, then each list or object under its key
+        scalars = [[_td(k), _td(_plain(v))] for k, v in value.items() if not isinstance(v, (list, dict))]
+        nested = "".join(f"<h3>{_e(k)}</h3>{_generic(v)}" for k, v in value.items() if isinstance(v, (list, dict)))
+        return (_table(["field", "value"], scalars) if scalars else "") + nested
     if isinstance(value, list):
         if not value:
             return "<p>none</p>"
