@@ -130,5 +130,51 @@ def bench_ops(json_path: str | None, quick: bool) -> None:
         click.echo(f"wrote {json_path}")
 
 
+@main.command()
+@click.option("--device", required=True, metavar="TYPE[:ORDINAL]", help="The device under test (ordinal 0 by default).")
+@click.option("--suite", "level", type=click.Choice(["quick", "full"]), default="quick", show_default=True,
+              help="quick: the cases marked quick; full: every case.")
+@click.option("--only", multiple=True, metavar="PATTERN",
+              help="Run only cases whose id, group or suite matches (fnmatch; repeatable).")
+@click.option("--except", "exclude", multiple=True, metavar="PATTERN",
+              help="Leave out cases whose id, group or suite matches (fnmatch; repeatable).")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), default="conformance-report", metavar="DIR",
+              show_default=True, help="Folder for report.json, junit.xml and report.html.")
+@click.option("--baseline", type=click.Path(dir_okay=False), metavar="OLD/report.json",
+              help="An earlier report.json: list the fixed, regressed and changed cases.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds a case may run before it counts as hung and its worker is killed.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs.")
+@click.option("--jobs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Worker processes running side by side (timing-sensitive cases prefer 1).")
+@click.option("--isolation", type=click.Choice(["suite", "group", "case"]), default="suite", show_default=True,
+              help="A fresh worker process per suite, per group or per case (a crash always costs only its case).")
+@click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
+def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
+                baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool) -> None:
+    """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
+
+    Every case runs in a child process: a crash or a hang fails that case and the run goes on.
+    """
+    from pathlib import Path
+    from shlex import join
+
+    from chipdock_conformance.runner import RunError, RunOptions, UsageError
+    from chipdock_conformance.runner import main as run_main
+
+    opts = RunOptions(device=device, level=level, only=only, exclude=exclude,  # type: ignore[arg-type]
+                      report_dir=Path(report_dir), baseline=Path(baseline) if baseline else None,
+                      timeout=timeout, seed=seed, jobs=jobs, isolation=isolation,  # type: ignore[arg-type]
+                      command=join(["chipdock", *sys.argv[1:]]))
+    try:
+        code = run_main(opts, as_json=as_json)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except RunError as exc:
+        click.echo(f"chipdock conformance: {exc}", err=True)
+        code = 1
+    sys.exit(code)
+
+
 if __name__ == "__main__":
     main()
