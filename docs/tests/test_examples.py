@@ -30,7 +30,7 @@ import pytest
 DOCS = Path(__file__).resolve().parents[1]
 REPO = DOCS.parent
 EXAMPLES = sorted((DOCS / "examples").glob("*.py"))
-GUIDES = [REPO / "README.md", DOCS / "user_guide.md", DOCS / "backend_guide.md"]
+GUIDES = [REPO / "README.md", DOCS / "user_guide.md", DOCS / "backend_guide.md", DOCS / "conformance.md"]
 NOT_RUN_MARKER = "# not run"
 TIMEOUT_S = 300
 
