@@ -109,9 +109,13 @@ def properties_undersized(s: Session) -> None:
 def current_device(s: Session) -> None:
     """device_set_current is per thread; a thread that never set one reads 0."""
     s.require_slot("device_set_current", "device_get_current")
-    s.call("device_set_current", s.device)
-    if s.call("device_get_current") != s.device:
-        raise CheckFailed(f"device_get_current after device_set_current({s.device}) is not {s.device}")
+    previous = s.call("device_get_current")
+    try:
+        s.call("device_set_current", s.device)
+        if s.call("device_get_current") != s.device:
+            raise CheckFailed(f"device_get_current after device_set_current({s.device}) is not {s.device}")
+    finally:
+        s.api.device_set_current(previous)  # the core caches which device this thread is bound to
     seen: list[Any] = []
     thread = threading.Thread(target=lambda: seen.append(s.api.device_get_current()))
     thread.start()

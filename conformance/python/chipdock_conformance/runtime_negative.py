@@ -316,9 +316,10 @@ def shared_stream(s: Session, threads: int, per_thread: int) -> None:
 
     _in_threads(threads, work)
     s.call("stream_synchronize", st)
+    recorder.wait_count(threads * per_thread, 10.0)
     tokens = recorder.tokens()
     if len(tokens) != threads * per_thread:
-        raise CheckFailed(f"{len(tokens)} of {threads * per_thread} host callbacks ran")
+        raise CheckFailed(f"{len(tokens)} of {threads * per_thread} host callbacks ran within 10 s")
     for i in range(threads):
         mine = [t % 100000 for t in tokens if t // 100000 == i]
         if mine != list(range(per_thread)):
