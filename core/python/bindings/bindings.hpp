@@ -19,6 +19,7 @@ void register_streams(py::module_& m);
 void register_tensor(py::module_& m);
 void register_dlpack(py::module_& m);
 void register_dispatch(py::module_& m);
+void register_abi(py::module_& m);
 
 // Resolves None / "cpu:0" / Device through chipdock._resolve_device.
 Device& to_device(py::handle obj);

@@ -29,4 +29,5 @@ PYBIND11_MODULE(_C, m) {
   chipdock::python::register_tensor(m);
   chipdock::python::register_dlpack(m);
   chipdock::python::register_dispatch(m);
+  chipdock::python::register_abi(m);
 }
