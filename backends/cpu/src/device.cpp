@@ -117,6 +117,10 @@ void check_device(int32_t device) {
 void get_properties(int32_t device, cd_device_properties* props) {
   check_device(device);
   require_non_null(props, "props");
+  if (props->struct_size < CD_STRUCT_SIZE(cd_device_properties, next)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "props->struct_size %zu cannot even hold `next` (the ABI's minimum)",
+         props->struct_size);
+  }
   const size_t limit = std::min(props->struct_size, sizeof(cd_device_properties));
   const HostFacts& f = host_facts();
   const bool strict = config().strict;
