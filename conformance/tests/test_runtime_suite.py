@@ -36,14 +36,6 @@ from chipdock_conformance.runtime_support import (
 CTX = Context(device="cpu:0", level="full")
 CASES: dict[str, Case] = {c.id: c for c in runtime.collect(CTX)}
 
-#: Cases the CPU reference is known to fail, with the reason. The test below
-#: asserts that they still fail, so fixing the backend makes it say so.
-KNOWN_CPU_DEVIATIONS: dict[str, str] = {
-    "runtime/device/properties_undersized":
-        "backends/cpu/src/device.cpp get_properties does not refuse a struct_size smaller than "
-        "CD_STRUCT_SIZE(cd_device_properties, next), as device_api.h requires",
-}
-
 
 def run_case(case_id: str, ctx: Context = CTX) -> CaseResult:
     return CASES[case_id].run(ctx)
@@ -54,9 +46,6 @@ def run_case(case_id: str, ctx: Context = CTX) -> CaseResult:
 @pytest.mark.parametrize("case_id", sorted(CASES))
 def test_case_passes_on_cpu_strict(case_id: str) -> None:
     result = run_case(case_id)
-    if case_id in KNOWN_CPU_DEVIATIONS:
-        assert result.status == "fail", f"fixed? remove it from KNOWN_CPU_DEVIATIONS: {result}"
-        return
     assert result.status == "pass", result.reason
 
 
@@ -104,7 +93,7 @@ def test_quick_cases_pass_on_cpu_non_strict() -> None:
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     statuses = json.loads(proc.stdout.strip().splitlines()[-1])
-    failed = {k: v for k, v in statuses.items() if v != "pass" and k not in KNOWN_CPU_DEVIATIONS}
+    failed = {k: v for k, v in statuses.items() if v != "pass"}
     # With one device the cross-device case has nothing to misuse.
     assert failed == {"runtime/negative/wrong_device_handles": "skip"}
 

@@ -230,6 +230,35 @@ def callback_order(s: Session) -> dict[str, Any]:
     return {"callbacks": len(tokens)}
 
 
+def callback_after_prior_work(s: Session) -> dict[str, Any]:
+    """A host callback never runs before the work enqueued before it: when
+    its token shows up, an event recorded just before it is complete. A
+    large memset keeps that work pending even where host callbacks run on
+    the enqueuing thread (then the stream must already be idle)."""
+    s.require_slot(*ASYNC_SLOTS)
+    size = 64 * 1024 * 1024
+    st = s.stream()
+    x = s.alloc(size)
+    ev = s.event(s.abi.EVENT_DISABLE_TIMING)
+    observed = 0
+    for round_ in range(3):
+        recorder = s.abi.Recorder()
+        gate = s.gate(st)
+        with opened_at_exit(gate):
+            _memset_async(s, x, 0x21 + round_, size, st)
+            s.call("event_record", ev, st)
+            s.call("stream_add_record", st, recorder, round_)
+            if recorder.tokens():
+                observed += 1
+                if s.call("event_query", ev) != 1:
+                    raise CheckFailed("a host callback ran before the work enqueued before it had completed (an "
+                                      "event recorded just before it was still pending when the callback ran)")
+        if not recorder.wait_count(1, 10.0):
+            raise CheckFailed("a host callback did not run within 10 s")
+        s.call("stream_synchronize", st)
+    return {"callbacks_seen_while_held": observed}
+
+
 def synchronize_vs_query(s: Session) -> None:
     """A new stream is idle; a stream that reports idle has finished its
     work; after stream_synchronize it reports idle and all work is visible."""
@@ -436,6 +465,7 @@ def collect() -> list[Case]:
         case(STREAMS, "independence", independence),
         case(STREAMS, "wait_event_cross_stream", wait_event_cross_stream),
         case(STREAMS, "callback_order", callback_order),
+        case(STREAMS, "callback_after_prior_work", callback_after_prior_work),
         case(STREAMS, "synchronize_vs_query", synchronize_vs_query),
         case(STREAMS, "destroy_waits", destroy_waits),
         case(STREAMS, "device_synchronize", device_synchronize),
