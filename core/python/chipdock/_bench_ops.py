@@ -53,17 +53,25 @@ def _ratio(ours: float | None, theirs: float | None, unit: str) -> float | None:
     return theirs / ours if unit == "us/op" else ours / theirs
 
 
-def _seconds(fn: Callable[[], object], repeat: int, number: int, sync: Callable[[], object] = lambda: None) -> float:
-    """Best seconds per call over `repeat` runs of `number` calls (+ one sync)."""
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            fn()
+def _best_interleaved(runs: list[tuple[Callable[[], object], Callable[[], object]]], repeat: int,
+                      number: int) -> list[float]:
+    """Best seconds per call of each (fn, sync), their rounds interleaved.
+
+    Round r times every contender once before round r + 1 starts, so a slow
+    phase of a shared, noisy machine (turbo, neighbours) hits all of them
+    alike instead of whichever happened to run then.
+    """
+    for fn, sync in runs:  # warm up: first-call costs, caches, oneDNN primitives
+        fn()
         sync()
-        best = min(best, (time.perf_counter() - start) / number)
+    best = [float("inf")] * len(runs)
+    for _ in range(repeat):
+        for i, (fn, sync) in enumerate(runs):
+            start = time.perf_counter()
+            for _ in range(number):
+                fn()
+            sync()
+            best[i] = min(best[i], (time.perf_counter() - start) / number)
     return best
 
 
@@ -75,16 +83,23 @@ def _rate(case: Case, seconds: float) -> float:
 
 def _measure(case: Case, ours: Callable[[], object] | None, theirs_torch: Callable[[], object] | None,
              theirs_numpy: Callable[[], object] | None, repeat: int, number: int) -> Case:
-    sync = _runtime.synchronize
+    def nothing() -> None:
+        return None
+
+    contenders: list[tuple[str, Callable[[], object], Callable[[], object]]] = []
     if ours is not None:
         try:
-            case.ours = _rate(case, _seconds(ours, repeat, number, sync))
-        except Exception as exc:  # a missing kernel is a result, not a crash
+            ours()  # a missing kernel is a result, not a crash
+            contenders.append(("ours", ours, _runtime.synchronize))
+        except Exception as exc:
             case.notes.append(f"chipdock: {type(exc).__name__}: {exc}")
     if theirs_torch is not None and torch is not None:
-        case.torch = _rate(case, _seconds(theirs_torch, repeat, number))
+        contenders.append(("torch", theirs_torch, nothing))
     if theirs_numpy is not None:
-        case.numpy = _rate(case, _seconds(theirs_numpy, repeat, number))
+        contenders.append(("numpy", theirs_numpy, nothing))
+    seconds = _best_interleaved([(fn, sync) for _, fn, sync in contenders], repeat, number)
+    for (name, _, _), sec in zip(contenders, seconds, strict=True):
+        setattr(case, name, _rate(case, sec))
     return case
 
 
@@ -180,9 +195,38 @@ def _row_cases(repeat: int) -> list[Case]:
     return cases
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    """Runs every case; `quick` shrinks sizes and repeats (for smoke tests)."""
-    repeat = 2 if quick else 5
+def run(quick: bool = False, runs: int = 1) -> dict[str, Any]:
+    """Runs every case `runs` times; `quick` shrinks sizes and repeats (for smoke tests).
+
+    With several runs each case reports the median of its runs' results (and
+    keeps them all in `runs`): on a shared, noisy machine one run's ratio can
+    be off by a factor of two either way, the median of several much less.
+    """
+    rounds = [_run_once(quick) for _ in range(max(runs, 1))]
+    cases = [_median_case(list(versions)) for versions in zip(*rounds, strict=True)]
+    return {
+        "machine": platform.machine(), "cpus": os.cpu_count(), "quick": quick, "runs": len(rounds),
+        "torch": getattr(torch, "__version__", None), "numpy": np.__version__,
+        "device": str(_runtime.get_default_device()),
+        "cases": [{**asdict(c), "vs_torch": c.vs_torch, "vs_numpy": c.vs_numpy,
+                   "runs": [{"ours": r.ours, "torch": r.torch, "numpy": r.numpy} for r in versions]}
+                  for c, versions in zip(cases, zip(*rounds, strict=True), strict=True)],
+    }
+
+
+def _median_case(versions: list[Case]) -> Case:
+    def median(values: list[float | None]) -> float | None:
+        known = [v for v in values if v is not None]
+        return float(np.median(known)) if known else None
+
+    first = versions[0]
+    return Case(first.name, first.unit, first.work, median([v.ours for v in versions]),
+                median([v.torch for v in versions]), median([v.numpy for v in versions]),
+                sorted({n for v in versions for n in v.notes}))
+
+
+def _run_once(quick: bool) -> list[Case]:
+    repeat = 2 if quick else 15  # best of many: the shared VMs this runs on are noisy
     cases = [_overhead_case(repeat)]
     cases += _elementwise_cases(1 << 16 if quick else 16 << 20, repeat)
     for n, dt in ((128, float32), (128, bfloat16)) if quick else ((1024, float32), (2048, float32), (1024, bfloat16)):
@@ -193,12 +237,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         cases.append(_conv_case((1, 64, 56, 56), (64, 64, 3, 3), 1, 1, repeat))
         cases.append(_conv_case((1, 3, 224, 224), (64, 3, 7, 7), 2, 3, repeat))
         cases += _row_cases(repeat)
-    return {
-        "machine": platform.machine(), "cpus": os.cpu_count(), "quick": quick,
-        "torch": getattr(torch, "__version__", None), "numpy": np.__version__,
-        "device": str(_runtime.get_default_device()),
-        "cases": [{**asdict(c), "vs_torch": c.vs_torch, "vs_numpy": c.vs_numpy} for c in cases],
-    }
+    return cases
 
 
 def format_table(report: dict[str, Any]) -> str:

@@ -119,11 +119,13 @@ def bench() -> None:
 @bench.command("ops")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Also write the results as JSON here.")
 @click.option("--quick", is_flag=True, help="Small sizes, few repeats (a smoke run).")
-def bench_ops(json_path: str | None, quick: bool) -> None:
+@click.option("--runs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run everything this many times and report each case's median (noisy machines).")
+def bench_ops(json_path: str | None, quick: bool, runs: int) -> None:
     """Op speed: dispatch overhead, elementwise GB/s, matmul/conv GFLOP/s, softmax/layer_norm."""
     from ._bench_ops import format_table, run, write_json
 
-    report = run(quick=quick)
+    report = run(quick=quick, runs=runs)
     click.echo(format_table(report))
     if json_path:
         write_json(report, json_path)
