@@ -1,6 +1,7 @@
 // The shared elementwise machinery (see elementwise.h) and register_elementwise.
 #include "elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -75,10 +76,10 @@ std::string describe(const cd_dtype_t* dtypes, int32_t num_inputs) {
 
 }  // namespace
 
-Loop make_loop(const HostTensor* const* ops, int32_t count) {
-  const HostTensor& out = *ops[0];
+Loop make_loop(const ViewRef* const* ops, int32_t count) {
+  const ViewRef& out = *ops[0];
   for (int32_t k = 1; k < count; ++k) {
-    if (ops[k]->shape != out.shape) {
+    if (ops[k]->ndim != out.ndim || !std::equal(out.shape, out.shape + out.ndim, ops[k]->shape)) {
       fail(CD_STATUS_INVALID_ARGUMENT, "%s does not have the output's shape (broadcast "
            "operands must arrive expanded)", kInputNames[k - 1]);
     }
@@ -87,14 +88,14 @@ Loop make_loop(const HostTensor* const* ops, int32_t count) {
   loop.operands = count;
   loop.numel = out.numel;
   for (int32_t k = 0; k < kMaxOperands; ++k) loop.base[k] = k < count ? ops[k]->origin : nullptr;
-  loop.reserve(out.shape.size());
+  loop.reserve(static_cast<size_t>(out.ndim));
   Dim* dims = loop.dims();
   int32_t m = 0;
-  for (size_t d = 0; d < out.shape.size(); ++d) {
+  for (int32_t d = 0; d < out.ndim; ++d) {
     const int64_t n = out.shape[d];
     if (n == 1) continue;
     if (out.strides[d] == 0) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "output has stride 0 in dim %zu (a broadcast view "
+      fail(CD_STATUS_INVALID_ARGUMENT, "output has stride 0 in dim %d (a broadcast view "
            "cannot be written)", d);
     }
     Dim dim{n, {0, 0, 0, 0}};
@@ -145,10 +146,10 @@ double float_attribute(const cd_kernel_context* ctx, const char* name, double fa
 void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs, PickFn pick) {
   check_context(ctx, num_inputs, num_inputs, 1, 1);
   std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
-  HostTensor ops[kMaxOperands];
-  ops[0] = resolve_view(*ctx->outputs[0], ctx->device, "output 0");
+  ViewRef ops[kMaxOperands];  // borrowed shapes: make_loop copies what the work needs
+  ops[0] = resolve_view_ref(*ctx->outputs[0], ctx->device, "output 0");
   for (int32_t i = 0; i < num_inputs; ++i) {
-    ops[i + 1] = resolve_view(*ctx->inputs[i], ctx->device, kInputNames[i]);
+    ops[i + 1] = resolve_view_ref(*ctx->inputs[i], ctx->device, kInputNames[i]);
   }
   cd_dtype_t dtypes[kMaxOperands];
   for (int32_t i = 0; i < num_inputs; ++i) dtypes[i] = ops[i + 1].dtype;
@@ -160,7 +161,7 @@ void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs
          describe(dtypes, num_inputs).c_str());
   }
   if (ops[0].numel == 0) return;  // nothing to write (the core does not launch these)
-  const HostTensor* operands[kMaxOperands] = {&ops[0], &ops[1], &ops[2], &ops[3]};
+  const ViewRef* operands[kMaxOperands] = {&ops[0], &ops[1], &ops[2], &ops[3]};
   task.loop = make_loop(operands, num_inputs + 1);
   for (int32_t k = 0; k <= num_inputs; ++k) task.ranges[k] = std::move(ops[k].range);
   // Below one thread's grain the loop takes microseconds: it may run inline.

@@ -88,7 +88,7 @@ class Loop {
 // The loop over `ops` (ops[0] the output). Throws INVALID_ARGUMENT unless
 // every operand has the output's shape and the output is writable (no zero
 // stride on a dim of size > 1).
-Loop make_loop(const HostTensor* const* ops, int32_t count);
+Loop make_loop(const ViewRef* const* ops, int32_t count);
 
 // Runs `row` over the whole loop, on OpenMP threads when numel > grain.
 void run(const Loop& loop, RowFn row, const Params& params, int64_t grain);

@@ -1,6 +1,8 @@
 // Tensor views (see tensor.h).
 #include "tensor.h"
 
+#include <utility>
+
 #include "../error.h"
 
 namespace chipdock_cpu {
@@ -49,9 +51,9 @@ void check_header(const cd_tensor_view& v, int32_t device, const char* what) {
 
 // Resolves the bytes the view can reach: element offsets span [lo, hi]
 // around the origin (lo <= 0 with negative strides).
-void resolve_extent(const cd_tensor_view& v, HostTensor& t, const char* what) {
+void resolve_extent(const cd_tensor_view& v, ViewRef& t, const char* what) {
   int64_t lo = 0, hi = 0;
-  for (size_t i = 0; i < t.shape.size(); ++i) {
+  for (int32_t i = 0; i < t.ndim; ++i) {
     const int64_t span = checked_mul(t.shape[i] - 1, t.strides[i], what);
     if (span < 0) {
       lo = checked_add(lo, span, what);
@@ -92,13 +94,14 @@ const char* dtype_name(cd_dtype_t dtype) {
   return "unknown dtype";
 }
 
-HostTensor resolve_view(const cd_tensor_view& v, int32_t device, const char* what) {
+ViewRef resolve_view_ref(const cd_tensor_view& v, int32_t device, const char* what) {
   check_header(v, device, what);
-  HostTensor t;
+  ViewRef t;
   t.dtype = v.dtype;
   t.itemsize = dtype_size(v.dtype);
-  t.shape.assign(v.shape, v.shape + v.ndim);
-  t.strides.assign(v.strides, v.strides + v.ndim);
+  t.ndim = v.ndim;
+  t.shape = v.shape;
+  t.strides = v.strides;
   t.numel = 1;
   for (int32_t i = 0; i < v.ndim; ++i) {
     if (t.shape[i] < 0) {
@@ -108,6 +111,19 @@ HostTensor resolve_view(const cd_tensor_view& v, int32_t device, const char* wha
     t.numel = checked_mul(t.numel, t.shape[i], what);
   }
   if (t.numel != 0) resolve_extent(v, t, what);
+  return t;
+}
+
+HostTensor resolve_view(const cd_tensor_view& v, int32_t device, const char* what) {
+  ViewRef r = resolve_view_ref(v, device, what);
+  HostTensor t;
+  t.dtype = r.dtype;
+  t.itemsize = r.itemsize;
+  t.shape.assign(r.shape, r.shape + r.ndim);
+  t.strides.assign(r.strides, r.strides + r.ndim);
+  t.numel = r.numel;
+  t.range = std::move(r.range);
+  t.origin = r.origin;
   return t;
 }
 

@@ -32,9 +32,26 @@ struct HostTensor {
   char* origin = nullptr;        // host address of element (0, ..., 0); NULL if empty
 };
 
+// A validated view that still borrows its shape and strides from the core's
+// cd_tensor_view: valid only during the kernel call. For kernels that copy
+// what they need before enqueueing (elementwise: the coalesced loop), it
+// saves HostTensor's two vector allocations per operand.
+struct ViewRef {
+  cd_dtype_t dtype = CD_DTYPE_INVALID;
+  size_t itemsize = 0;
+  int32_t ndim = 0;
+  const int64_t* shape = nullptr;    // borrowed
+  const int64_t* strides = nullptr;  // borrowed, in elements
+  int64_t numel = 0;
+  DeviceRange range;
+  char* origin = nullptr;
+};
+
 // Validates `view` (struct size, format, dtype, shape, device == `device`,
 // every addressable byte inside one allocation) and returns its host form.
 // `what` names it in messages ("input 0", "output 0").
+ViewRef resolve_view_ref(const cd_tensor_view& view, int32_t device, const char* what);
+// The same, owning copies of shape and strides (for work that runs later).
 HostTensor resolve_view(const cd_tensor_view& view, int32_t device, const char* what);
 
 // Validates a kernel context before anything is read from it: its struct
