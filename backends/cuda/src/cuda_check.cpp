@@ -3,10 +3,27 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstring>
+
 namespace chipdock_cuda {
 namespace {
 
 std::string version_string(int v) { return format("%d.%d", v / 1000, (v % 1000) / 10); }
+
+// The kernel module's version ("580.65.06"), or "" where it cannot be read.
+std::string kernel_driver_version() {
+  FILE* f = std::fopen("/proc/driver/nvidia/version", "r");
+  if (f == nullptr) return std::string();
+  char line[512] = {0};
+  const bool ok = std::fgets(line, sizeof(line), f) != nullptr;
+  std::fclose(f);
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  <date>"
+  const char* tag = ok ? std::strstr(line, "Kernel Module") : nullptr;
+  char version[64] = {0};
+  if (tag == nullptr || std::sscanf(tag + 13, " %63s", version) != 1) return std::string();
+  return version;
+}
 
 }  // namespace
 
@@ -49,8 +66,9 @@ std::string unavailable_reason(cudaError_t count_error) {
     dlclose(libcuda);
     int driver = 0;
     (void)cudaDriverGetVersion(&driver);
-    return format("driver too old: needs CUDA >= %s (driver >= %s), found CUDA %s",
-                  version_string(CUDART_VERSION).c_str(), CHIPDOCK_CUDA_MIN_DRIVER,
+    const std::string found = kernel_driver_version();
+    return format("driver too old: needs >= %s (CUDA %s), found %s (CUDA %s)", CHIPDOCK_CUDA_MIN_DRIVER,
+                  version_string(CUDART_VERSION).c_str(), found.empty() ? "an unknown version" : found.c_str(),
                   driver > 0 ? version_string(driver).c_str() : "unknown");
   }
   return format("the CUDA runtime cannot list devices: %s: %s", cudaGetErrorName(count_error),

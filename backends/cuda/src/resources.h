@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -21,7 +22,7 @@ struct cd_event {
   int32_t device;
   uint32_t flags;
   cudaEvent_t event;
-  bool recorded;  // elapsed_time refuses an event never recorded
+  std::atomic<bool> recorded;  // elapsed_time refuses an event never recorded
 };
 
 namespace chipdock_cuda {

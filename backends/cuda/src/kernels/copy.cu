@@ -44,6 +44,22 @@ __global__ void strided_copy(char* out, const char* in, Loop loop) {
   }
 }
 
+// The same for elements that are not aligned to their size (a byte offset
+// that is not a multiple of the itemsize): `item` single-byte moves each.
+__global__ void strided_copy_bytes(char* out, const char* in, Loop loop, int item) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < loop.numel; i += step) {
+    int64_t rest = i, in_off = 0, out_off = 0;
+    for (int d = loop.ndim - 1; d >= 0; --d) {
+      const int64_t k = rest % loop.shape[d];
+      rest /= loop.shape[d];
+      in_off += k * loop.in_stride[d];
+      out_off += k * loop.out_stride[d];
+    }
+    for (int b = 0; b < item; ++b) out[out_off + b] = in[in_off + b];
+  }
+}
+
 int64_t itemsize(cd_dtype_t dtype) {
   switch (dtype) {
     case CD_DTYPE_FLOAT64: case CD_DTYPE_INT64: return 8;
@@ -110,12 +126,26 @@ void check_pair(const cd_tensor_view& in, const cd_tensor_view& out) {
   }
 }
 
+constexpr int kThreads = 256;
+
+// Enough blocks for one element per thread, capped (the kernels stride).
+unsigned grid_for(const Loop& loop) {
+  const int64_t blocks = (loop.numel + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
+}
+
 template <typename Word>
 void launch(char* out, const char* in, const Loop& loop, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  const int64_t blocks = (loop.numel + kThreads - 1) / kThreads;
-  const unsigned grid = static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);
-  strided_copy<Word><<<grid, kThreads, 0, stream>>>(out, in, loop);
+  strided_copy<Word><<<grid_for(loop), kThreads, 0, stream>>>(out, in, loop);
+}
+
+// True if every element either side starts on a multiple of `item` bytes.
+bool aligned(const char* out, const char* in, const Loop& loop, int64_t item) {
+  if (reinterpret_cast<uintptr_t>(out) % item != 0 || reinterpret_cast<uintptr_t>(in) % item != 0) return false;
+  for (int32_t d = 0; d < loop.ndim; ++d) {
+    if (loop.in_stride[d] % item != 0 || loop.out_stride[d] % item != 0) return false;
+  }
+  return true;
 }
 
 void enqueue_copy(const cd_kernel_context* ctx) {
@@ -124,6 +154,9 @@ void enqueue_copy(const cd_kernel_context* ctx) {
     fail(CD_STATUS_INVALID_ARGUMENT, "copy takes 1 input and 1 output, got %d and %d", ctx->num_inputs, ctx->num_outputs);
   }
   cd_stream* stream = live_stream(ctx->stream);
+  if (stream->device != ctx->device) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "the stream is on device %d, the call on %d", stream->device, ctx->device);
+  }
   const cd_tensor_view* in = ctx->inputs[0];
   const cd_tensor_view* out = ctx->outputs[0];
   check_view(in, ctx->device, "input 0");
@@ -137,7 +170,9 @@ void enqueue_copy(const cd_kernel_context* ctx) {
   check_view_range(*out, ctx->device, item, "output 0");
   const char* src = static_cast<const char*>(in->data) + in->byte_offset;
   char* dst = static_cast<char*>(out->data) + out->byte_offset;
-  switch (item) {
+  if (!aligned(dst, src, loop, item)) {
+    strided_copy_bytes<<<grid_for(loop), kThreads, 0, stream->stream>>>(dst, src, loop, static_cast<int>(item));
+  } else switch (item) {
     case 1: launch<uint8_t>(dst, src, loop, stream->stream); break;
     case 2: launch<uint16_t>(dst, src, loop, stream->stream); break;
     case 4: launch<uint32_t>(dst, src, loop, stream->stream); break;
