@@ -48,7 +48,7 @@ def test_the_manifest_declares_runtime_driver_and_version():
     version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
     assert manifest["name"] == manifest["device_type"] == "cuda"
     assert manifest["version"] == version == chipdock_cuda.__version__
-    assert manifest["vendor_runtime"] == {"name": "cudart", "version": "13.0"}
+    assert manifest["vendor_runtime"] == {"name": "CUDA", "version": "13.0"}
     assert manifest["driver"]["name"] == "nvidia"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", manifest["driver"]["min_version"])
     assert 'dependencies = ["nvidia-cuda-runtime==13.0.*"]' in pyproject
