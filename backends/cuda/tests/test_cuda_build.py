@@ -1,0 +1,54 @@
+"""The installed chipdock-cuda wheel: one exported symbol, the wheel's CUDA runtime, a manifest of its needs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from cuda_helpers import BACKEND_DIR, installed_package_dir
+
+
+def _library():
+    return installed_package_dir() / "libchipdock_cuda.so"
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (binutils)")
+    return path
+
+
+def test_the_library_exports_only_the_entry_point():
+    out = subprocess.run([_tool("nm"), "-D", "--defined-only", str(_library())], capture_output=True,
+                         text=True, check=True).stdout
+    assert [line.split()[-1] for line in out.splitlines() if line.strip()] == ["chipdock_plugin_entry"]
+
+
+def test_the_library_finds_the_wheels_cuda_runtime_through_its_runpath():
+    dynamic = subprocess.run([_tool("readelf"), "-d", str(_library())], capture_output=True, text=True,
+                             check=True).stdout
+    assert "[libcudart.so.13]" in dynamic
+    assert re.search(r"R(UN)?PATH.*\[\$ORIGIN/\.\./nvidia/cu13/lib\]", dynamic), dynamic
+    # Resolved without LD_LIBRARY_PATH, into the nvidia-cuda-runtime wheel beside the plug-in.
+    env = {"PATH": "/usr/bin:/bin"}
+    ldd = subprocess.run([_tool("ldd"), str(_library())], capture_output=True, text=True, env=env).stdout
+    line = next(x for x in ldd.splitlines() if "libcudart.so.13" in x)
+    assert "/nvidia/cu13/lib/libcudart.so.13" in line and "not found" not in line
+
+
+def test_the_manifest_declares_runtime_driver_and_version():
+    import chipdock_cuda
+
+    manifest = json.loads((installed_package_dir() / "cuda.chipdock.json").read_text())
+    pyproject = (BACKEND_DIR / "pyproject.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', pyproject, re.M).group(1)
+    assert manifest["name"] == manifest["device_type"] == "cuda"
+    assert manifest["version"] == version == chipdock_cuda.__version__
+    assert manifest["vendor_runtime"] == {"name": "CUDA", "version": "13.0"}
+    assert manifest["driver"]["name"] == "nvidia"
+    assert re.fullmatch(r"\d+\.\d+(\.\d+)?", manifest["driver"]["min_version"])
+    assert 'dependencies = ["nvidia-cuda-runtime==13.0.*"]' in pyproject
