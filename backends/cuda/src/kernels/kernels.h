@@ -1,5 +1,5 @@
-// Kernel registration. Only `copy` exists so far; every other op runs
-// through the core's CPU fallback policy.
+// Kernel registration: `copy` and the elementwise family; every other op
+// runs through the core's CPU fallback policy.
 #ifndef CHIPDOCK_CUDA_KERNELS_H_
 #define CHIPDOCK_CUDA_KERNELS_H_
 
@@ -12,7 +12,8 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
                      int32_t num_dtypes, cd_kernel_fn fn);
 
 void register_all_kernels(cd_kernel_registry* registry);
-void register_copy(cd_kernel_registry* registry);  // kernels/copy.cu
+void register_copy(cd_kernel_registry* registry);         // kernels/copy.cu
+void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cu
 
 }  // namespace chipdock_cuda
 

@@ -28,6 +28,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
     fail(CD_STATUS_UNAVAILABLE, "the core offers no kernel_register service");
   }
   register_copy(registry);
+  register_elementwise(registry);
 }
 
 }  // namespace chipdock_cuda
