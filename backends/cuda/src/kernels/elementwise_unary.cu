@@ -1,7 +1,7 @@
 // neg, abs, relu, leaky_relu, clip, logical_not and the float math exp,
 // log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, gelu, silu. float32,
-// float16 and bfloat16 compute in float32 with CUDA's math (rounded once),
-// float64 in double; integers wrap (neg and abs of the minimum).
+// float16 and bfloat16 compute in float32 with CUDA's math (gelu in
+// float64), rounded once; float64 in double; integers wrap (neg and abs of the minimum).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -104,12 +104,25 @@ CD_EW_FMATH(Tanh, tanhf(x), tanh(x))
 CD_EW_FMATH(Erf, erff(x), erf(x))
 CD_EW_FMATH(Sigmoid, sigmoid_(x), sigmoid_(x))
 CD_EW_FMATH(Silu, times_vanishing(x, sigmoid_(x)), times_vanishing(x, sigmoid_(x)))
-// Phi(x) = erfc(-x / sqrt 2) / 2.
-CD_EW_FMATH(Gelu, times_vanishing(x, 0.5f * erfcf(-x * 0.70710678118654752440f)),
-            times_vanishing(x, 0.5 * erfc(-x * 0.70710678118654752440)))
+// gelu's tails are ill-conditioned in the argument (erfc(t) and e^2u change
+// by ~t^2 ulp per ulp of t), so the float types compute it in float64, as
+// the CPU reference does. Phi(x) = erfc(-x / sqrt 2) / 2.
+__device__ __forceinline__ double gelu_(double x) {
+  return times_vanishing(x, 0.5 * erfc(-x * 0.70710678118654752440));
+}
 // 0.5 x (1 + tanh(u)) = x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
-CD_EW_FMATH(GeluTanh, times_vanishing(x, sigmoid_(2.0f * (0.79788456080286535588f * (x + 0.044715f * x * x * x)))),
-            times_vanishing(x, sigmoid_(2.0 * (0.79788456080286535588 * (x + 0.044715 * x * x * x)))))
+__device__ __forceinline__ double gelu_tanh_(double x) {
+  return times_vanishing(x, sigmoid_(2.0 * (0.79788456080286535588 * (x + 0.044715 * x * x * x))));
+}
+// f(float) returns the double: FMap rounds it once to T.
+struct GeluM {
+  __device__ static double f(float x) { return gelu_(x); }
+  __device__ static double f(double x) { return gelu_(x); }
+};
+struct GeluTanhM {
+  __device__ static double f(float x) { return gelu_tanh_(x); }
+  __device__ static double f(double x) { return gelu_tanh_(x); }
+};
 #undef CD_EW_FMATH
 
 template <class T, class M> struct FMap : Sig<T, T> {
