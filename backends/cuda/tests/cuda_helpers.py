@@ -14,6 +14,10 @@ import pytest
 
 BACKEND_DIR = Path(__file__).resolve().parents[1]
 
+# The device the device tests run on. CHIPDOCK_CUDA_TESTS_ON=cpu:1 runs them against a second CPU device instead,
+# which checks the tests' own logic (inputs, comparisons, expected errors) on a machine without a GPU.
+DEVICE = os.environ.get("CHIPDOCK_CUDA_TESTS_ON", "cuda:0")
+
 # The reasons device_get_count gives when there is no usable GPU (src/cuda_check.cpp).
 NO_GPU_REASONS = ("no NVIDIA driver: libcuda.so.1 not found", "driver too old: ", "no CUDA device")
 
@@ -56,6 +60,8 @@ def cuda_backend_info() -> dict:
 
 def require_gpu() -> None:
     """Skips the test, with the backend's own reason, unless a CUDA device is usable."""
+    if not DEVICE.startswith("cuda"):
+        return
     installed_package_dir()
     info = cuda_backend_info()
     if info["device_count"] == 0:

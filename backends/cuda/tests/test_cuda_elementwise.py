@@ -13,12 +13,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import yaml
-from cuda_helpers import require_gpu
+from cuda_helpers import DEVICE, require_gpu
 
 import chipdock
 from chipdock import ops
 
-DEV = "cuda:0"
+DEV = DEVICE
 REF = "cpu:0"
 REPO = Path(__file__).resolve().parents[3]
 OPSET = yaml.safe_load((REPO / "device_api" / "opset" / "opset.yaml").read_text())
