@@ -10,6 +10,10 @@
 #
 # Provides
 #   chipdock::device_api           INTERFACE IMPORTED target: the include dir
+#   chipdock::backend_support      INTERFACE IMPORTED target for C++17 backends:
+#                                  the support library (../support: cd_error,
+#                                  exception guard, the core link), compiled
+#                                  into the backend with its own flags
 #   chipdock_ABI_VERSION_MAJOR     from cd_base.h
 #   chipdock_ABI_VERSION_MINOR     from cd_base.h
 #   chipdock_INCLUDE_DIR           the directory that holds chipdock/*.h
@@ -52,6 +56,18 @@ else()
     endif()
     unset(_chipdock_prev_include)
   endif()
+
+  # Sources, not a prebuilt library: they compile with the backend's flags
+  # and hidden visibility, so no C++ ABI is shared between backends.
+  get_filename_component(_chipdock_support_dir "${CMAKE_CURRENT_LIST_DIR}/../support" ABSOLUTE)
+  if(NOT TARGET chipdock::backend_support AND EXISTS "${_chipdock_support_dir}/src/error.cpp")
+    add_library(chipdock::backend_support INTERFACE IMPORTED)
+    set_target_properties(chipdock::backend_support PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${_chipdock_support_dir}/include"
+      INTERFACE_SOURCES "${_chipdock_support_dir}/src/error.cpp;${_chipdock_support_dir}/src/core_link.cpp"
+      INTERFACE_LINK_LIBRARIES chipdock::device_api)
+  endif()
+  unset(_chipdock_support_dir)
 
   include("${CMAKE_CURRENT_LIST_DIR}/chipdockBackend.cmake")
 endif()

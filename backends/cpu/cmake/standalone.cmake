@@ -15,7 +15,11 @@ file(STRINGS "${_cd_include}/chipdock/cd_base.h" _cd_abi_lines
 string(REGEX REPLACE ".*CD_ABI_VERSION_MAJOR ([0-9]+).*" "\\1" CHIPDOCK_ABI_MAJOR "${_cd_abi_lines}")
 string(REGEX REPLACE ".*CD_ABI_VERSION_MINOR ([0-9]+).*" "\\1" CHIPDOCK_ABI_MINOR "${_cd_abi_lines}")
 
-add_library(chipdock_cpu MODULE ${CHIPDOCK_CPU_SOURCES})
+# The backend-support library (errors, core link) from the source tree.
+set(_cd_support "${CMAKE_CURRENT_SOURCE_DIR}/../../device_api/support")
+add_library(chipdock_cpu MODULE ${CHIPDOCK_CPU_SOURCES}
+            "${_cd_support}/src/error.cpp" "${_cd_support}/src/core_link.cpp")
+target_include_directories(chipdock_cpu PRIVATE "${_cd_support}/include")
 target_link_libraries(chipdock_cpu PRIVATE chipdock_cpu_abi_headers)
 set_target_properties(chipdock_cpu PROPERTIES
   CXX_VISIBILITY_PRESET hidden

@@ -1,27 +1,15 @@
-// The core's services (cd_core_api), kept from the entry call so that
-// kernels can be registered and messages logged later.
+// The core's services, kept from the entry call: the kit's backend-support
+// library (chipdock/support/core_link.h) brought into this backend's namespace.
 #ifndef CHIPDOCK_CUDA_CORE_LINK_H_
 #define CHIPDOCK_CUDA_CORE_LINK_H_
 
-#include <string>
-
-#include "chipdock/cd_kernel.h"
+#include "chipdock/support/core_link.h"
 
 namespace chipdock_cuda {
-
-// Remembers `core` (valid until the library is unloaded, per the ABI).
-void set_core(const cd_core_api* core) noexcept;
-
-// The core's table, or NULL before the entry was called.
-const cd_core_api* core() noexcept;
-
-// True if the core's table is large enough to hold `slot_end` bytes
-// (use CD_STRUCT_SIZE(cd_core_api, <slot>)). Older cores have smaller tables.
-bool core_has(size_t slot_end) noexcept;
-
-// Forwards `message` to the core's log if it has one. Never throws.
-void log_message(cd_log_level_t level, const std::string& message) noexcept;
-
+using chipdock::support::core;
+using chipdock::support::core_has;
+using chipdock::support::log_message;
+using chipdock::support::set_core;
 }  // namespace chipdock_cuda
 
 #endif  // CHIPDOCK_CUDA_CORE_LINK_H_

@@ -1,9 +1,9 @@
 // The core's services (see core_link.h).
-#include "core_link.h"
+#include "chipdock/support/core_link.h"
 
 #include <atomic>
 
-namespace chipdock_cpu {
+namespace chipdock::support {
 namespace {
 std::atomic<const cd_core_api*> g_core{nullptr};
 }  // namespace
@@ -23,4 +23,4 @@ void log_message(cd_log_level_t level, const std::string& message) noexcept {
   if (c->log != nullptr) c->log(level, message.c_str());
 }
 
-}  // namespace chipdock_cpu
+}  // namespace chipdock::support

@@ -1,12 +1,12 @@
 // Errors: formatting, construction, and the mapping from C++ exceptions to
 // cd_error (see error.h).
-#include "error.h"
+#include "chipdock/support/error.h"
 
 #include <cstdarg>
 #include <cstdio>
 #include <system_error>
 
-namespace chipdock_cpu {
+namespace chipdock::support {
 namespace {
 
 std::string vformat(const char* fmt, va_list args) {
@@ -76,4 +76,4 @@ cd_error* error_from_current_exception(const char* where) noexcept {
   }
 }
 
-}  // namespace chipdock_cpu
+}  // namespace chipdock::support
