@@ -36,8 +36,7 @@ template <class T, int V> struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
-template <class C> constexpr int kRegValues = sizeof(C) == 8 ? 16 : 32;
-constexpr int kMaxThreads = 1024;
+constexpr int kMaxThreads = kRowThreads;
 
 template <class C> __device__ __forceinline__ C rsqrt_eps(C var, double eps) {
   return static_cast<C>(1.0 / sqrt(static_cast<double>(var) + eps));
@@ -72,7 +71,7 @@ template <class T, int V, Mode M>
 __global__ __launch_bounds__(kMaxThreads) void norm_rows(const T* x, const T* g, const T* b, T* y, RowPlan p,
                                                          int items) {
   using C = compute_t<T>;
-  constexpr int kItems = kRegValues<C> / V;
+  constexpr int kItems = kRowItems<C, V>;
   __shared__ C scratch[kWarp];
   const int64_t n = p.n;
   for (int64_t row = blockIdx.x; row < p.row_count; row += gridDim.x) {
@@ -164,7 +163,8 @@ void launch_rows(const Tensor& x, const T* g, const T* b, const Tensor& out, con
   const int V = vec ? kV : 1;
   const int64_t vectors = (p.n + V - 1) / V;
   const unsigned grid = grid_for(p.row_count, 1);
-  if (vectors > static_cast<int64_t>(kMaxThreads) * (kRegValues<compute_t<T>> / V)) {
+  using C = compute_t<T>;
+  if (vectors > static_cast<int64_t>(kMaxThreads) * (vec ? kRowItems<C, kV> : kRowItems<C, 1>)) {
     norm_rows_long<T, M><<<grid, kMaxThreads, 0, stream>>>(xp, g, b, yp, p);
     check_launch("launching norm_rows_long");
     return;

@@ -141,6 +141,12 @@ template <class A, class Combine> __device__ __forceinline__ A block_reduce(A v,
   return v;
 }
 
+// Row kernels (softmax.cu, norm.cu) hold a row in registers, V-element
+// vectors per item: at most this many items per thread, which keeps a
+// 1024-thread block within 64 registers a thread without spilling.
+template <class C, int V> constexpr int kRowItems = (sizeof(C) == 8 ? 8 : 32) / V < 8 ? (sizeof(C) == 8 ? 8 : 32) / V : 8;
+constexpr int kRowThreads = 1024;
+
 struct Plus {
   template <class A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
 };

@@ -47,17 +47,14 @@ __device__ __forceinline__ double log_c(double x) { return log(x); }
 
 // --- softmax, rows in registers ----------------------------------------------------------
 
-// Values per thread a row may occupy in registers (longer rows: the long
-// kernel): 32 registers' worth, so that 1024-thread blocks do not spill.
-template <class C> constexpr int kRegValues = sizeof(C) == 8 ? 16 : 32;
-constexpr int kMaxThreads = 1024;
+constexpr int kMaxThreads = kRowThreads;
 
 // Row r: thread t holds vectors t, t + blockDim, ... (`items` of them, V
 // elements each) of the row.
 template <class T, int V, bool kLog>
 __global__ __launch_bounds__(kMaxThreads) void softmax_rows(const T* x, T* y, AxisPlan p, int items) {
   using C = compute_t<T>;
-  constexpr int kItems = kRegValues<C> / V;
+  constexpr int kItems = kRowItems<C, V>;
   __shared__ C scratch[kWarp];
   const int64_t n = p.n;
   for (int64_t row = blockIdx.x; row < p.outer_count; row += gridDim.x) {
@@ -189,7 +186,8 @@ void launch_softmax(const Tensor& in, const Tensor& out, const AxisPlan& p, cons
   const bool vec = vector_rows<T>(in, out, outer, p, kV);
   const int V = vec ? kV : 1;
   const int64_t vectors = (p.n + V - 1) / V;
-  const int64_t capacity = static_cast<int64_t>(kMaxThreads) * (kRegValues<compute_t<T>> / V);
+  using C = compute_t<T>;
+  const int64_t capacity = static_cast<int64_t>(kMaxThreads) * (vec ? kRowItems<C, kV> : kRowItems<C, 1>);
   const unsigned grid = grid_for(p.outer_count, 1);
   if (vectors > capacity) {
     softmax_rows_long<T, kLog><<<grid, kMaxThreads, 0, stream>>>(x, y, p);
