@@ -30,6 +30,7 @@ struct RowPlan {
   int64_t groups = 1, group_channels = 1, spatial = 1;  // group_norm
   double epsilon = 0;
   bool row_dense = true, params_dense = true, has_bias = false;
+  bool params_vec = false;  // layer, rms: scale and bias dense and aligned for the row kernel's vectors
 };
 
 template <class T, int V> struct alignas(sizeof(T) * V) Vec {
@@ -111,8 +112,20 @@ __global__ __launch_bounds__(kMaxThreads) void norm_rows(const T* x, const T* g,
       const int64_t j = (static_cast<int64_t>(it) * blockDim.x + threadIdx.x) * V;
       if (it < items && j < n) {
         Vec<T, V> w;
+        if (M != Mode::group && V > 1 && p.params_vec) {  // scale and bias as vectors too
+          const Vec<T, V> gv = *reinterpret_cast<const Vec<T, V>*>(g + j);
+          Vec<T, V> bv;
+          if (M == Mode::layer && p.has_bias) bv = *reinterpret_cast<const Vec<T, V>*>(b + j);
 #pragma unroll
-        for (int k = 0; k < V; ++k) w.v[k] = store<T>(normalize<M>(g, b, p, row, j + k, v[it][k], mean, r));
+          for (int k = 0; k < V; ++k) {
+            C y = M == Mode::rms ? (v[it][k] * r) * load(gv.v[k]) : ((v[it][k] - mean) * r) * load(gv.v[k]);
+            if (M == Mode::layer && p.has_bias) y += load(bv.v[k]);
+            w.v[k] = store<T>(y);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < V; ++k) w.v[k] = store<T>(normalize<M>(g, b, p, row, j + k, v[it][k], mean, r));
+        }
         *reinterpret_cast<Vec<T, V>*>(yr + j) = w;
       }
     }
@@ -163,6 +176,8 @@ void launch_rows(const Tensor& x, const T* g, const T* b, const Tensor& out, con
   const int V = vec ? kV : 1;
   const int64_t vectors = (p.n + V - 1) / V;
   const unsigned grid = grid_for(p.row_count, 1);
+  RowPlan q = p;
+  q.params_vec = vec && p.params_dense && aligned(g, sizeof(T) * kV) && (!p.has_bias || aligned(b, sizeof(T) * kV));
   using C = compute_t<T>;
   if (vectors > static_cast<int64_t>(kMaxThreads) * (vec ? kRowItems<C, kV> : kRowItems<C, 1>)) {
     norm_rows_long<T, M><<<grid, kMaxThreads, 0, stream>>>(xp, g, b, yp, p);
@@ -174,7 +189,7 @@ void launch_rows(const Tensor& x, const T* g, const T* b, const Tensor& out, con
   if (items == 1 && vectors > 512) items = 2;
   const int threads = std::max(kWarp, std::min(kMaxThreads, pow2_ceil((vectors + items - 1) / items)));
   if (vec) {
-    norm_rows<T, kV, M><<<grid, threads, 0, stream>>>(xp, g, b, yp, p, items);
+    norm_rows<T, kV, M><<<grid, threads, 0, stream>>>(xp, g, b, yp, q, items);
   } else {
     norm_rows<T, 1, M><<<grid, threads, 0, stream>>>(xp, g, b, yp, p, items);
   }
