@@ -1,8 +1,8 @@
 """On a GPU: the reductions (sum, mean, prod, max, min, argmax, argmin, cumsum), softmax, log_softmax and the
 normalizations (layer_norm, rms_norm, group_norm, batch_norm, local_response_norm) for every dtype opset.yaml declares,
 against the CPU reference device (cpu:0) through chipdock.ops on the same inputs: attribute variants, negative axes,
-transposed and sliced views, rows of 1, 31, 1000 and 4097 elements, rows too long for the registers, reductions long
-enough to be split across blocks, empty extents, NaN and signed zeros.
+transposed, sliced, reversed, unaligned and broadcast (stride 0) views, rows of 1, 31, 1000 and 4097 elements, rows too
+long for the registers, reductions long enough to be split across blocks, empty extents, NaN and signed zeros.
 
 Exact ops (max, min, argmax, argmin) and every integer output must agree with cpu:0 bit for bit. Tolerance ops are
 judged as `chipdock conformance` judges them (chipdock_conformance.precision.judge): against the float64 oracle, within
@@ -103,6 +103,18 @@ def every_other_row(t):
     return t[::2]
 
 
+def reversed_rows(t):
+    return t[:, ::-1]
+
+
+def unaligned_rows(t):  # rows that start one element past a vector boundary
+    return t[:, 1:]
+
+
+def broadcast_rows(t):  # a stride-0 outer dim: every row is the same memory
+    return t.as_strided((5, *t.shape), (0, *t.stride()))
+
+
 # --------------------------------------------------------------------------------------------- reductions
 
 REDUCE_OPS = ["sum", "mean", "prod", "max", "min"]
@@ -121,6 +133,8 @@ REDUCE_LAYOUTS: list[tuple[tuple[int, ...], dict, View]] = [
     ((3, 20000), {"axes": [1]}, None),
     ((20000, 40), {"axes": [0]}, None),
     ((40, 3, 700), {"axes": [0, 2]}, transposed),
+    ((31, 1000), {"axes": [1]}, reversed_rows),
+    ((7, 33), {"axes": [0, 2]}, broadcast_rows),
 ]
 
 
@@ -212,6 +226,9 @@ AXIS_LAYOUTS: list[tuple[tuple[int, ...], int, View]] = [
     ((4, 33, 5), 1, None),
     ((9, 40), -1, transposed),
     ((10, 4097), 1, every_other_row),
+    ((5, 37), -1, reversed_rows),
+    ((6, 1001), 1, unaligned_rows),
+    ((3, 64), 0, broadcast_rows),
     ((), 0, None),
 ]
 
@@ -263,11 +280,11 @@ def test_layer_and_rms_norm_match_cpu_reference(op, name):
         ((4, 4097), 1, None),
         ((40, 9), 1, transposed),
         ((10, 1000), 1, every_other_row),
+        ((10, 1000), 1, reversed_rows),
         ((2, 40000), 1, None),  # too long for the registers
     ]:
         x = data(shape, name, rng, -3.0, 5.0)
-        view_shape = shape[::-1] if view is transposed else shape
-        trailing = view_shape[len(view_shape) - k:]
+        trailing = tuple(view(chipdock.tensor(x)).shape if view else shape)[len(shape) - k:]
         scale = positive(trailing, name, rng)
         attrs = {"epsilon": 1e-5}
         check(op, name, [x, scale], attrs, view, f"{shape}")
