@@ -283,12 +283,15 @@ template <class P, class T> void launch(const Tensor& in, const Tensor& out, Pla
   }
   const cudaError_t launched = cudaGetLastError();
   if (p.split > 1) {
+    cudaError_t finished = cudaSuccess;
     if (launched == cudaSuccess) {
       finish_kernel<P><<<grid_for(p.outputs, kThreads), kThreads, 0, stream>>>(partial, y, p);
+      finished = cudaGetLastError();
     }
+    // Freed in stream order whatever happened, so that a failed launch leaks nothing.
     const cudaError_t freed = cudaFreeAsync(partial, stream);
     check(launched, "launching reduce_kernel");
-    check_launch("launching finish_kernel");
+    check(finished, "launching finish_kernel");
     check(freed, "freeing the partial results");
     return;
   }
