@@ -245,7 +245,8 @@ constexpr int64_t kTargetBlocks = 512;
 constexpr int64_t kMinChunk = 4096;
 constexpr int kThreads = 256;
 
-template <class P, class T> void launch(const Tensor& in, const Tensor& out, Plan p, bool columns, cudaStream_t stream) {
+template <class P, class T>
+void launch(const cd_kernel_context* ctx, const Tensor& in, const Tensor& out, Plan p, bool columns, cudaStream_t stream) {
   using A = typename P::A;
   using Out = typename P::Out;
   dim3 block;
@@ -272,43 +273,30 @@ template <class P, class T> void launch(const Tensor& in, const Tensor& out, Pla
   const T* x = in.as<const T>();
   Out* y = out.as<Out>();
   A* partial = nullptr;
-  if (p.split > 1) {
-    check(cudaMallocAsync(reinterpret_cast<void**>(&partial), sizeof(A) * p.outputs * p.split, stream),
-          "allocating the partial results");
-  }
+  if (p.split > 1) partial = static_cast<A*>(workspace(ctx, sizeof(A) * p.outputs * p.split));
   if (columns) {
     reduce_kernel<P, T, true><<<grid, block, shared, stream>>>(x, y, partial, p);
   } else {
     reduce_kernel<P, T, false><<<grid, block, shared, stream>>>(x, y, partial, p);
   }
-  const cudaError_t launched = cudaGetLastError();
+  check_launch("launching reduce_kernel");
   if (p.split > 1) {
-    cudaError_t finished = cudaSuccess;
-    if (launched == cudaSuccess) {
-      finish_kernel<P><<<grid_for(p.outputs, kThreads), kThreads, 0, stream>>>(partial, y, p);
-      finished = cudaGetLastError();
-    }
-    // Freed in stream order whatever happened, so that a failed launch leaks nothing.
-    const cudaError_t freed = cudaFreeAsync(partial, stream);
-    check(launched, "launching reduce_kernel");
-    check(finished, "launching finish_kernel");
-    check(freed, "freeing the partial results");
-    return;
+    finish_kernel<P><<<grid_for(p.outputs, kThreads), kThreads, 0, stream>>>(partial, y, p);
+    check_launch("launching finish_kernel");
   }
-  check(launched, "launching reduce_kernel");
 }
 
-template <class T> void run_typed(Op op, const Tensor& in, const Tensor& out, const Plan& p, bool columns,
-                                  cudaStream_t s) {
+template <class T> void run_typed(const cd_kernel_context* ctx, Op op, const Tensor& in, const Tensor& out,
+                                  const Plan& p, bool columns, cudaStream_t s) {
   switch (op) {
-    case Op::sum: return launch<SumP<T, false>, T>(in, out, p, columns, s);
-    case Op::prod: return launch<ProdP<T>, T>(in, out, p, columns, s);
-    case Op::max: return launch<ExtremeP<T, false>, T>(in, out, p, columns, s);
-    case Op::min: return launch<ExtremeP<T, true>, T>(in, out, p, columns, s);
-    case Op::argmax: return launch<ArgP<T, false>, T>(in, out, p, columns, s);
-    case Op::argmin: return launch<ArgP<T, true>, T>(in, out, p, columns, s);
+    case Op::sum: return launch<SumP<T, false>, T>(ctx, in, out, p, columns, s);
+    case Op::prod: return launch<ProdP<T>, T>(ctx, in, out, p, columns, s);
+    case Op::max: return launch<ExtremeP<T, false>, T>(ctx, in, out, p, columns, s);
+    case Op::min: return launch<ExtremeP<T, true>, T>(ctx, in, out, p, columns, s);
+    case Op::argmax: return launch<ArgP<T, false>, T>(ctx, in, out, p, columns, s);
+    case Op::argmin: return launch<ArgP<T, true>, T>(ctx, in, out, p, columns, s);
     case Op::mean:
-      if constexpr (ew::kIsFloat<T>) return launch<SumP<T, true>, T>(in, out, p, columns, s);
+      if constexpr (ew::kIsFloat<T>) return launch<SumP<T, true>, T>(ctx, in, out, p, columns, s);
       break;
   }
   fail(CD_STATUS_INTERNAL, "reduction %d is not defined for dtype %d", static_cast<int>(op), in.dtype);
@@ -368,7 +356,7 @@ void enqueue(const cd_kernel_context* ctx, Op op) {
   const bool columns = !k.empty() && k.back().stride == 1 && k.back().size >= 16 && p.count > 1;
   ew::dispatch<ew::kNumericMask>(in.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    run_typed<T>(op, in, out, p, columns, stream);
+    run_typed<T>(ctx, op, in, out, p, columns, stream);
   });
 }
 

@@ -111,6 +111,10 @@ unsigned grid_for(int64_t items, int64_t per_block);
 // Throws if the last launch failed.
 void check_launch(const char* what);
 
+// `bytes` of device scratch from the core (cd_core_api.workspace_allocate):
+// usable by work enqueued on ctx's stream, freed by the core after it.
+void* workspace(const cd_kernel_context* ctx, size_t bytes);
+
 // Registers fn with `arity` copies of each dtype in `mask`, the last one
 // replaced by `last` when given.
 void register_same(cd_kernel_registry* registry, const char* op, cd_kernel_fn fn, uint32_t mask, int arity,

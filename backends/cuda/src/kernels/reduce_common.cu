@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 
+#include "../core_link.h"
 #include "../resources.h"
 #include "kernels.h"
 #include "reduce.cuh"
@@ -202,6 +203,20 @@ unsigned grid_for(int64_t items, int64_t per_block) {
 }
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
+
+void* workspace(const cd_kernel_context* ctx, size_t bytes) {
+  const cd_core_api* c = core();
+  if (c == nullptr || !core_has(CD_STRUCT_SIZE(cd_core_api, workspace_allocate)) || c->workspace_allocate == nullptr) {
+    fail(CD_STATUS_UNAVAILABLE, "the core offers no workspace_allocate service");
+  }
+  void* p = nullptr;
+  const cd_status_t status = c->workspace_allocate(ctx, bytes, &p);
+  if (status != CD_STATUS_OK || p == nullptr) {
+    fail(status != CD_STATUS_OK ? status : CD_STATUS_OUT_OF_MEMORY, "no workspace of %zu bytes for the partial results",
+         bytes);
+  }
+  return p;
+}
 
 void register_same(cd_kernel_registry* registry, const char* op, cd_kernel_fn fn, uint32_t mask, int arity,
                    cd_dtype_t last) {
