@@ -152,7 +152,9 @@ __global__ __launch_bounds__(kMaxThreads) void norm_rows_long(const T* x, const 
     C sq = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) sq += (at(j) - mean) * (at(j) - mean);
     const C r = rsqrt_eps(block_reduce(sq, Plus(), scratch) / static_cast<C>(n), p.epsilon);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) yr[j] = store<T>(normalize<M>(g, b, p, row, j, at(j), mean, r));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      yr[j] = store<T>(normalize<M>(g, b, p, row, j, at(j), mean, r));
+    }
   }
 }
 
@@ -351,7 +353,8 @@ void enqueue_group_norm(const cd_kernel_context* ctx) {
   const size_t ndim = t[0].shape.size();
   p.group_channels = channels / p.groups;
   p.spatial = product(t[0].shape, 2, ndim);
-  const std::vector<Dim> rows = coalesce({{t[0].shape[0], t[0].strides[0]}, {p.groups, p.group_channels * t[0].strides[1]}});
+  const std::vector<Dim> rows =
+      coalesce({{t[0].shape[0], t[0].strides[0]}, {p.groups, p.group_channels * t[0].strides[1]}});
   std::vector<Dim> row{{p.group_channels, t[0].strides[1]}};
   for (const Dim& d : t[0].dims(2, ndim)) row.push_back(d);
   row = coalesce(row);

@@ -161,7 +161,9 @@ template <class T, bool kMin> struct ArgP {
   };
   using Out = int64_t;
   // The identity loses every tie (its index is past any real one).
-  __device__ static A identity() { return {cuda::std::numeric_limits<K>::lowest(), cuda::std::numeric_limits<int64_t>::max()}; }
+  __device__ static A identity() {
+    return {cuda::std::numeric_limits<K>::lowest(), cuda::std::numeric_limits<int64_t>::max()};
+  }
   __device__ static A get(const T* x, int64_t off, int64_t r) {
     return {KS::key(reinterpret_cast<const typename KS::Raw*>(x)[off]), r};
   }
@@ -204,7 +206,9 @@ __global__ void reduce_kernel(const T* x, typename P::Out* out, typename P::A* p
     A acc = P::identity();
     if (o < p.outputs) {
       const T* xo = x + offset_of(o, p.kept);
-      for (int64_t r = r0 + lane; r < r1; r += width) acc = P::combine(acc, P::get(xo, reduced_offset(r, p.reduced), r));
+      for (int64_t r = r0 + lane; r < r1; r += width) {
+        acc = P::combine(acc, P::get(xo, reduced_offset(r, p.reduced), r));
+      }
     }
     tile[at(lane)] = acc;
     __syncthreads();
@@ -246,7 +250,8 @@ constexpr int64_t kMinChunk = 4096;
 constexpr int kThreads = 256;
 
 template <class P, class T>
-void launch(const cd_kernel_context* ctx, const Tensor& in, const Tensor& out, Plan p, bool columns, cudaStream_t stream) {
+void launch(const cd_kernel_context* ctx, const Tensor& in, const Tensor& out, Plan p, bool columns,
+            cudaStream_t stream) {
   using A = typename P::A;
   using Out = typename P::Out;
   dim3 block;
@@ -309,7 +314,9 @@ void enqueue(const cd_kernel_context* ctx, Op op) {
   const Tensor in = input(ctx, 0);
   const Tensor out = output(ctx);
   const uint32_t allowed = op == Op::mean ? ew::kFloatMask : ew::kNumericMask;
-  if ((allowed & ew::bit(in.dtype)) == 0) fail(CD_STATUS_INVALID_ARGUMENT, "input 0: dtype %d is not supported", in.dtype);
+  if ((allowed & ew::bit(in.dtype)) == 0) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "input 0: dtype %d is not supported", in.dtype);
+  }
   require_dtype(out, is_arg(op) ? CD_DTYPE_INT64 : in.dtype, "output 0");
   const size_t ndim = in.shape.size();
   std::vector<bool> reduced(ndim, false);

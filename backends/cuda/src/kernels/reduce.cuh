@@ -148,7 +148,8 @@ template <class A, class Combine> __device__ __forceinline__ A block_reduce(A v,
 // Row kernels (softmax.cu, norm.cu) hold a row in registers, V-element
 // vectors per item: at most this many items per thread, which keeps a
 // 1024-thread block within 64 registers a thread without spilling.
-template <class C, int V> constexpr int kRowItems = (sizeof(C) == 8 ? 8 : 32) / V < 8 ? (sizeof(C) == 8 ? 8 : 32) / V : 8;
+template <class C> constexpr int kRowValues = sizeof(C) == 8 ? 8 : 32;
+template <class C, int V> constexpr int kRowItems = kRowValues<C> / V < 8 ? kRowValues<C> / V : 8;
 constexpr int kRowThreads = 1024;
 
 struct Plus {

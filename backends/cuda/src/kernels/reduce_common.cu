@@ -31,7 +31,9 @@ Tensor resolve(const cd_tensor_view* v, int32_t device, const char* what) {
   if (v->ndim < 0 || (v->ndim > 0 && (v->shape == nullptr || v->strides == nullptr))) {
     fail(CD_STATUS_INVALID_ARGUMENT, "%s has a bad shape", what);
   }
-  if (v->device != device) fail(CD_STATUS_INVALID_ARGUMENT, "%s is on device %d, the call on %d", what, v->device, device);
+  if (v->device != device) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s is on device %d, the call on %d", what, v->device, device);
+  }
   Tensor t;
   t.dtype = v->dtype;
   const int64_t item = itemsize(v->dtype);
@@ -122,7 +124,9 @@ const cd_attribute* attribute(const cd_kernel_context* ctx, const char* name) {
 
 int64_t attr_int(const cd_kernel_context* ctx, const char* name) {
   const cd_attribute* a = attribute(ctx, name);
-  if (a->type != CD_ATTR_INT) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
+  if (a->type != CD_ATTR_INT) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
+  }
   return a->value.i;
 }
 

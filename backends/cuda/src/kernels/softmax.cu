@@ -324,7 +324,9 @@ void enqueue(const cd_kernel_context* ctx, AxisOp op) {
   const Tensor in = input(ctx, 0);
   const Tensor out = output(ctx);
   const uint32_t allowed = op == AxisOp::cumsum ? ew::kNumericMask : ew::kFloatMask;
-  if ((allowed & ew::bit(in.dtype)) == 0) fail(CD_STATUS_INVALID_ARGUMENT, "input 0: dtype %d is not supported", in.dtype);
+  if ((allowed & ew::bit(in.dtype)) == 0) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "input 0: dtype %d is not supported", in.dtype);
+  }
   require_dtype(out, in.dtype, "output 0");
   require_shape(out, in.shape, "output 0");
   require_contiguous(out, "output 0");
