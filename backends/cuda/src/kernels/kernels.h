@@ -1,5 +1,6 @@
-// Kernel registration: `copy` and the elementwise family; every other op
-// runs through the core's CPU fallback policy.
+// Kernel registration: `copy`, the elementwise family, the reductions and
+// the normalizations; every other op runs through the core's CPU fallback
+// policy.
 #ifndef CHIPDOCK_CUDA_KERNELS_H_
 #define CHIPDOCK_CUDA_KERNELS_H_
 
@@ -14,6 +15,7 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 void register_all_kernels(cd_kernel_registry* registry);
 void register_copy(cd_kernel_registry* registry);         // kernels/copy.cu
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cu
+void register_reductions(cd_kernel_registry* registry);   // kernels/reduce*.cu, softmax.cu, norm.cu
 
 }  // namespace chipdock_cuda
 

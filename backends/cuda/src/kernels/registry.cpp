@@ -29,6 +29,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
   }
   register_copy(registry);
   register_elementwise(registry);
+  register_reductions(registry);
 }
 
 }  // namespace chipdock_cuda
