@@ -202,6 +202,15 @@ struct GlobalArgs {
   int64_t C, sN, sC, count;
 };
 
+// The mean of nothing: the CPU reference's NaN bits (the default quiet NaN
+// of each format; a converted NaN would be the GPU's canonical one).
+template <class T> __device__ __forceinline__ T quiet_nan() {
+  if constexpr (std::is_same_v<T, half>) return __ushort_as_half(0x7e00);
+  else if constexpr (std::is_same_v<T, bf16>) return __ushort_as_bfloat16(0x7fc0);
+  else if constexpr (std::is_same_v<T, float>) return __int_as_float(0x7fc00000);
+  else return __longlong_as_double(0x7ff8000000000000LL);
+}
+
 template <class T> __global__ void global_avg_kernel(T* out, const T* x, GlobalArgs a, int64_t planes) {
   __shared__ double partial[kThreads];
   for (int64_t p = blockIdx.x; p < planes; p += gridDim.x) {
@@ -218,10 +227,7 @@ template <class T> __global__ void global_avg_kernel(T* out, const T* x, GlobalA
       if (static_cast<int>(threadIdx.x) < width) partial[threadIdx.x] += partial[threadIdx.x + width];
       __syncthreads();
     }
-    if (threadIdx.x == 0) {
-      // The mean of nothing is NaN (0 / 0), as the CPU reference's.
-      out[p] = from_double<T>(a.count == 0 ? NAN : partial[0] / static_cast<double>(a.count));
-    }
+    if (threadIdx.x == 0) out[p] = a.count == 0 ? quiet_nan<T>() : from_double<T>(partial[0] / static_cast<double>(a.count));
     __syncthreads();
   }
 }
