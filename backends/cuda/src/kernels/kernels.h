@@ -1,5 +1,5 @@
-// Kernel registration: `copy` and the elementwise family; every other op
-// runs through the core's CPU fallback policy.
+// Kernel registration: `copy`, the elementwise family, data movement and
+// pooling; every other op runs through the core's CPU fallback policy.
 #ifndef CHIPDOCK_CUDA_KERNELS_H_
 #define CHIPDOCK_CUDA_KERNELS_H_
 
