@@ -117,12 +117,22 @@ Loop make_loop(const int64_t* shape, const int64_t* in_strides, const int64_t* o
 }
 
 Loop make_loop(const cd_tensor_view& in, const cd_tensor_view& out, int64_t item) {
-  std::vector<int64_t> is(static_cast<size_t>(in.ndim)), os(static_cast<size_t>(in.ndim));
-  for (int32_t i = 0; i < in.ndim; ++i) {
-    is[static_cast<size_t>(i)] = in.strides[i] * item;
-    os[static_cast<size_t>(i)] = out.strides[i] * item;
+  // Byte strides; on the stack for the usual ranks (copy is on every
+  // launch's path).
+  constexpr int32_t kStack = 32;
+  int64_t stack[2 * kStack];
+  std::vector<int64_t> heap;
+  int64_t* is = stack;
+  if (in.ndim > kStack) {
+    heap.resize(2 * static_cast<size_t>(in.ndim));
+    is = heap.data();
   }
-  return make_loop(in.shape, is.data(), os.data(), in.ndim);
+  int64_t* os = is + (in.ndim > kStack ? in.ndim : kStack);
+  for (int32_t i = 0; i < in.ndim; ++i) {
+    is[i] = in.strides[i] * item;
+    os[i] = out.strides[i] * item;
+  }
+  return make_loop(in.shape, is, os, in.ndim);
 }
 
 void check_pair(const cd_tensor_view& in, const cd_tensor_view& out) {
