@@ -118,13 +118,13 @@ template <class K> struct Sorter {
     segmented = chunk_rows > 1;
     const int bits = static_cast<int>(sizeof(K) * 8);
     if (segmented) {
+      offsets = static_cast<int32_t*>(workspace(call, static_cast<size_t>(chunk_rows + 1) * sizeof(int32_t)));
       check(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const K*>(nullptr),
                                                      static_cast<K*>(nullptr), static_cast<const int32_t*>(nullptr),
                                                      static_cast<int32_t*>(nullptr), static_cast<int>(n * chunk_rows),
                                                      static_cast<int>(chunk_rows), offsets, offsets + 1, 0, bits,
                                                      call.stream),
             "sizing the segmented radix sort");
-      offsets = static_cast<int32_t*>(workspace(call, static_cast<size_t>(chunk_rows + 1) * sizeof(int32_t)));
     } else {
       check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, static_cast<const K*>(nullptr),
                                             static_cast<K*>(nullptr), static_cast<const int32_t*>(nullptr),
