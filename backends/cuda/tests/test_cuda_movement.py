@@ -307,7 +307,8 @@ def test_arange(name):
 @pytest.mark.parametrize("name", dtypes_of("full"))
 def test_full(name):
     dtype = getattr(chipdock, "bool_" if name == "bool" else name)
-    values = [2.5, 0.0, 1.0] + ([-7.75, 1e-3] if name not in ("uint8", "bool") else [])
+    # 1 + 2^-8 + 1e-12 rounds up in bfloat16 only if rounded once from float64 (not through float32).
+    values = [2.5, 0.0, 1.0, 1.00390625 + 1e-12] + ([-7.75, 1e-3] if name not in ("uint8", "bool") else [])
     for value in values:
         for shape in ((3, 5), (), (0, 4), (1000,)):
             check(f"full {value} {shape}", "full", [], shape=shape, value=value, dtype=dtype)
