@@ -259,6 +259,12 @@ def test_scatter(name, iname):
                       axis=axis, reduction=reduction)
         check(f"scatter {reduction} no updates", "scatter",
               [x, np.zeros((0, 5), iname), np.zeros((0, 5), np_dtype(name))], axis=0, reduction=reduction)
+    # Lines of 256 updates or more: reduction none runs them all at once; the last duplicate still wins.
+    for axis, shape in ((0, (300, 5)), (-1, (6, 700))):
+        idx, upd = indices(shape, 6 if axis == 0 else 5, iname, rng), data(shape, name, rng)
+        for kind in VIEWS:
+            check(f"scatter none long lines {axis} {kind}", "scatter", [(x, kind), (idx, kind), (upd, kind)],
+                  axis=axis, reduction="none")
     if name in FLOATS:  # max/min let NaN win, wherever it comes from
         xs, us, idx = data((6, 5), name, rng), data((9, 5), name, rng), indices((9, 5), 6, iname, rng)
         for reduction in ("none", "max", "min"):
@@ -289,6 +295,17 @@ def test_out_of_range_index_is_an_error_naming_the_op(op, bad):
         chipdock.synchronize(dev)  # reported once: the device is usable again
         good = run(dev, "gather", [x, np.array([2, 0], np.int32)], {"axis": 1})[0]
         np.testing.assert_array_equal(good, x[:, [2, 0]])
+
+
+def test_out_of_range_index_in_a_long_scatter_line():
+    x = np.zeros((10, 3), np.float32)
+    idx = np.arange(600, dtype=np.int32).reshape(300, 2) % 10
+    idx[250, 1] = 10
+    for dev in (DEV, REF):
+        with pytest.raises(chipdock.OutOfRangeError, match="scatter.*index 10 is out of range for axis 0 of size 10"):
+            run(dev, "scatter", [x, idx, np.ones((300, 2), np.float32)], {"axis": 0, "reduction": "none"})
+            chipdock.synchronize(dev)
+        chipdock.synchronize(dev)
 
 
 # --- arange, full -----------------------------------------------------------------------------

@@ -170,6 +170,8 @@ void enqueue_gather_elements(const cd_kernel_context* ctx) {
 // the CPU reference's order); different positions never touch the same
 // output element. add and mul on float32 and the 16-bit floats accumulate
 // in float64 (a scratch copy of the output) and round once per element.
+// reduction none with long lines runs every update at once instead
+// (elect_kernel): same result, the last duplicate wins.
 
 enum Reduction : int32_t { kNone = 0, kAdd, kMul, kMax, kMin };
 
@@ -254,6 +256,41 @@ template <class T> __global__ void narrow_kernel(T* out, const double* acc, int6
   }
 }
 
+// reduction none with long lines: every update at once. The serial order's
+// winner of a target is its last update (largest j): a first pass elects it
+// with atomicMax (j + 1; 0 = untouched), a second writes it.
+constexpr int64_t kParallelNoneLine = 256;
+
+template <class I>
+__global__ void elect_kernel(unsigned long long* winner, const I* idx, ScatterArgs a, IndexFault* fault) {
+  const int64_t total = a.positions * a.J;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total; t += step) {
+    const int64_t p = t / a.J, j = t - p * a.J;
+    int64_t off[3];
+    walk_offsets(a.walk, p, off);
+    const int64_t k = wrap_index(static_cast<int64_t>(idx[off[1] + j * a.idx_axis]), a.size, a.axis, fault);
+    if (k >= 0) atomicMax(&winner[off[0] + k * a.out_axis], static_cast<unsigned long long>(j + 1));
+  }
+}
+
+template <class T, class I>
+__global__ void write_winners_kernel(T* out, const unsigned long long* winner, const I* idx, const T* upd,
+                                     ScatterArgs a) {
+  const int64_t total = a.positions * a.J;
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total; t += step) {
+    const int64_t p = t / a.J, j = t - p * a.J;
+    int64_t off[3];
+    walk_offsets(a.walk, p, off);
+    const int64_t raw = static_cast<int64_t>(idx[off[1] + j * a.idx_axis]);
+    const int64_t k = raw < 0 ? raw + a.size : raw;
+    if (k < 0 || k >= a.size) continue;  // reported by elect_kernel
+    const int64_t cell = off[0] + k * a.out_axis;
+    if (winner[cell] == static_cast<unsigned long long>(j + 1)) out[cell] = upd[off[2] + j * a.upd_axis];
+  }
+}
+
 template <class T, class I>
 void launch_scatter(const Call& call, const Tensor& idx, const Tensor& upd, const Tensor& out, const ScatterArgs& a,
                     IndexFault* fault) {
@@ -273,6 +310,16 @@ void launch_scatter(const Call& call, const Tensor& idx, const Tensor& upd, cons
       check_launch("launching scatter (narrow)");
       return;
     }
+  }
+  if (a.reduction == kNone && a.J >= kParallelNoneLine) {
+    auto* winner = static_cast<unsigned long long*>(workspace(call, static_cast<size_t>(out.numel) * 8));
+    check(cudaMemsetAsync(winner, 0, static_cast<size_t>(out.numel) * 8, call.stream), "clearing scatter's winners");
+    const unsigned updates = grid_for(a.positions * a.J);
+    elect_kernel<I><<<updates, kThreads, 0, call.stream>>>(winner, ip, a, fault);
+    check_launch("launching scatter (elect)");
+    write_winners_kernel<T, I><<<updates, kThreads, 0, call.stream>>>(op, winner, ip, up, a);
+    check_launch("launching scatter (write)");
+    return;
   }
   scatter_kernel<T, T, I><<<grid, kThreads, 0, call.stream>>>(op, ip, up, a, fault);
   check_launch("launching scatter");
