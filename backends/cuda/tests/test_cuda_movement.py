@@ -259,12 +259,18 @@ def test_scatter(name, iname):
                       axis=axis, reduction=reduction)
         check(f"scatter {reduction} no updates", "scatter",
               [x, np.zeros((0, 5), iname), np.zeros((0, 5), np_dtype(name))], axis=0, reduction=reduction)
-    # Lines of 256 updates or more: reduction none runs them all at once; the last duplicate still wins.
-    for axis, shape in ((0, (300, 5)), (-1, (6, 700))):
-        idx, upd = indices(shape, 6 if axis == 0 else 5, iname, rng), data(shape, name, rng)
-        for kind in VIEWS:
-            check(f"scatter none long lines {axis} {kind}", "scatter", [(x, kind), (idx, kind), (upd, kind)],
-                  axis=axis, reduction="none")
+    # Lines of 256 updates or more run sorted by target, in parallel: the same order per target, the same bits.
+    # (mul of ±1 only: products of many floats would overflow to inf and then NaN.)
+    for reduction in OPSET["ops"]["scatter"]["attributes"]["reduction"]["choices"]:
+        for axis, shape in ((0, (300, 5)), (-1, (6, 700))):
+            idx = indices(shape, 6 if axis == 0 else 5, iname, rng)
+            if reduction == "mul" and name in FLOATS:
+                upd = rng.choice([-1.0, 1.0], shape).astype(np_dtype(name))
+            else:
+                upd = data(shape, name, rng, specials=reduction in ("none", "max", "min"))
+            for kind in VIEWS:
+                check(f"scatter {reduction} long lines {axis} {kind}", "scatter",
+                      [(x, kind), (idx, kind), (upd, kind)], axis=axis, reduction=reduction)
     if name in FLOATS:  # max/min let NaN win, wherever it comes from
         xs, us, idx = data((6, 5), name, rng), data((9, 5), name, rng), indices((9, 5), 6, iname, rng)
         for reduction in ("none", "max", "min"):
@@ -297,13 +303,14 @@ def test_out_of_range_index_is_an_error_naming_the_op(op, bad):
         np.testing.assert_array_equal(good, x[:, [2, 0]])
 
 
-def test_out_of_range_index_in_a_long_scatter_line():
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_out_of_range_index_in_a_long_scatter_line(reduction):
     x = np.zeros((10, 3), np.float32)
     idx = np.arange(600, dtype=np.int32).reshape(300, 2) % 10
     idx[250, 1] = 10
     for dev in (DEV, REF):
         with pytest.raises(chipdock.OutOfRangeError, match="scatter.*index 10 is out of range for axis 0 of size 10"):
-            run(dev, "scatter", [x, idx, np.ones((300, 2), np.float32)], {"axis": 0, "reduction": "none"})
+            run(dev, "scatter", [x, idx, np.ones((300, 2), np.float32)], {"axis": 0, "reduction": reduction})
             chipdock.synchronize(dev)
         chipdock.synchronize(dev)
 

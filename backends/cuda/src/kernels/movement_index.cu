@@ -3,6 +3,9 @@
 // min). Indices are int32 or int64 views with any strides; negative indices
 // count from the end; a bad one is an OUT_OF_RANGE error of the call (see
 // movement.cuh). Semantics: backends/cpu/src/kernels/movement_index.cpp.
+#include <cub/device/device_radix_sort.cuh>
+
+#include <climits>
 #include <utility>
 
 #include "movement.cuh"
@@ -170,8 +173,10 @@ void enqueue_gather_elements(const cd_kernel_context* ctx) {
 // the CPU reference's order); different positions never touch the same
 // output element. add and mul on float32 and the 16-bit floats accumulate
 // in float64 (a scratch copy of the output) and round once per element.
-// reduction none with long lines runs every update at once instead
-// (elect_kernel): same result, the last duplicate wins.
+// Long lines (few positions, many updates each) run in parallel over the
+// targets instead: the updates are stably radix-sorted by target (CUB), so
+// each target's updates stay in j order, and one thread applies each run
+// (runs_kernel): the same operations in the same order, so the same bits.
 
 enum Reduction : int32_t { kNone = 0, kAdd, kMul, kMax, kMin };
 
@@ -210,7 +215,21 @@ template <class A> __device__ __forceinline__ A combine(int32_t r, A cur, A u) {
   }
 }
 
-// Cell type C (T, or double for the wide path), update type T.
+// cell (op)= u for a cell of type C (T, or double when accumulating a
+// float32/16-bit float in float64) and an update of type T.
+template <class C, class T> __device__ __forceinline__ void apply_update(C& cell, T u, int32_t r) {
+  if constexpr (std::is_same_v<C, double> && !std::is_same_v<T, double>) {
+    cell = combine<double>(r, cell, static_cast<double>(ew::load(u)));
+  } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bf16>) {
+    // none, max, min: the result is one of the operands, kept as bits.
+    const float c = ew::load(cell), v = ew::load(u);
+    if (r == kNone || (c == c && (v != v || (r == kMax ? v > c : v < c)))) cell = u;
+  } else {
+    cell = combine<T>(r, cell, u);
+  }
+}
+
+// One thread per line: its updates in j order.
 template <class C, class T, class I>
 __global__ void scatter_kernel(C* out, const I* idx, const T* upd, ScatterArgs a, IndexFault* fault) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
@@ -220,19 +239,7 @@ __global__ void scatter_kernel(C* out, const I* idx, const T* upd, ScatterArgs a
     for (int64_t j = 0; j < a.J; ++j) {
       const int64_t k = wrap_index(static_cast<int64_t>(idx[off[1] + j * a.idx_axis]), a.size, a.axis, fault);
       if (k < 0) return;
-      C& cell = out[off[0] + k * a.out_axis];
-      const T u = upd[off[2] + j * a.upd_axis];
-      if constexpr (std::is_same_v<C, double> && !std::is_same_v<T, double>) {
-        cell = combine<double>(a.reduction, cell, static_cast<double>(ew::load(u)));
-      } else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, bf16>) {
-        // none, max, min: the result is one of the operands, kept as bits.
-        const float c = ew::load(cell), v = ew::load(u);
-        const bool take_u = a.reduction == kNone ||
-                            (c == c && (v != v || (a.reduction == kMax ? v > c : v < c)));
-        if (take_u) cell = u;
-      } else {
-        cell = combine<T>(a.reduction, cell, u);
-      }
+      apply_update<C, T>(out[off[0] + k * a.out_axis], upd[off[2] + j * a.upd_axis], a.reduction);
     }
   }
 }
@@ -256,13 +263,14 @@ template <class T> __global__ void narrow_kernel(T* out, const double* acc, int6
   }
 }
 
-// reduction none with long lines: every update at once. The serial order's
-// winner of a target is its last update (largest j): a first pass elects it
-// with atomicMax (j + 1; 0 = untouched), a second writes it.
-constexpr int64_t kParallelNoneLine = 256;
+// The sorted path: lines of at least kLongLine updates.
+constexpr int64_t kLongLine = 256;
 
+// keys[t] = the output element update t (= p * J + j) targets, or `bad` for
+// a bad index (sorted last, skipped); ids[t] = t.
 template <class I>
-__global__ void elect_kernel(unsigned long long* winner, const I* idx, ScatterArgs a, IndexFault* fault) {
+__global__ void targets_kernel(uint64_t* keys, int64_t* ids, const I* idx, ScatterArgs a, uint64_t bad,
+                               IndexFault* fault) {
   const int64_t total = a.positions * a.J;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total; t += step) {
@@ -270,37 +278,87 @@ __global__ void elect_kernel(unsigned long long* winner, const I* idx, ScatterAr
     int64_t off[3];
     walk_offsets(a.walk, p, off);
     const int64_t k = wrap_index(static_cast<int64_t>(idx[off[1] + j * a.idx_axis]), a.size, a.axis, fault);
-    if (k >= 0) atomicMax(&winner[off[0] + k * a.out_axis], static_cast<unsigned long long>(j + 1));
+    keys[t] = k < 0 ? bad : static_cast<uint64_t>(off[0] + k * a.out_axis);
+    ids[t] = t;
   }
 }
 
-template <class T, class I>
-__global__ void write_winners_kernel(T* out, const unsigned long long* winner, const I* idx, const T* upd,
-                                     ScatterArgs a) {
+// The thread at the start of each run of equal keys applies the run in
+// order; float32/16-bit float add and mul accumulate in float64 and round
+// once (Wide).
+template <class T, bool Wide>
+__global__ void runs_kernel(T* out, const uint64_t* keys, const int64_t* ids, const T* upd, ScatterArgs a,
+                            uint64_t bad) {
   const int64_t total = a.positions * a.J;
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total; t += step) {
-    const int64_t p = t / a.J, j = t - p * a.J;
-    int64_t off[3];
-    walk_offsets(a.walk, p, off);
-    const int64_t raw = static_cast<int64_t>(idx[off[1] + j * a.idx_axis]);
-    const int64_t k = raw < 0 ? raw + a.size : raw;
-    if (k < 0 || k >= a.size) continue;  // reported by elect_kernel
-    const int64_t cell = off[0] + k * a.out_axis;
-    if (winner[cell] == static_cast<unsigned long long>(j + 1)) out[cell] = upd[off[2] + j * a.upd_axis];
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += step) {
+    const uint64_t key = keys[i];
+    if (key == bad || (i > 0 && keys[i - 1] == key)) continue;
+    std::conditional_t<Wide, double, T> cell;
+    if constexpr (Wide) {
+      cell = static_cast<double>(ew::load(out[key]));
+    } else {
+      cell = out[key];
+    }
+    for (int64_t r = i; r < total && keys[r] == key; ++r) {
+      const int64_t t = ids[r];
+      const int64_t p = t / a.J, j = t - p * a.J;
+      int64_t off[3];
+      walk_offsets(a.walk, p, off);
+      apply_update(cell, upd[off[2] + j * a.upd_axis], a.reduction);
+    }
+    if constexpr (Wide) {
+      out[key] = from_double<T>(cell);
+    } else {
+      out[key] = cell;
+    }
   }
+}
+
+// Sorts the updates by target and applies the runs.
+template <class T, class I, bool Wide>
+void launch_runs(const Call& call, const I* ip, const T* up, T* op, int64_t numel, const ScatterArgs& a,
+                 IndexFault* fault) {
+  const int64_t total = a.positions * a.J;
+  const uint64_t bad = static_cast<uint64_t>(numel);  // one past the last element
+  int bits = 1;
+  while (bits < 64 && (bad >> bits) != 0) ++bits;
+  auto* keys = static_cast<uint64_t*>(workspace(call, 2 * static_cast<size_t>(total) * sizeof(uint64_t)));
+  auto* ids = static_cast<int64_t*>(workspace(call, 2 * static_cast<size_t>(total) * sizeof(int64_t)));
+  const unsigned grid = grid_for(total);
+  targets_kernel<I><<<grid, kThreads, 0, call.stream>>>(keys, ids, ip, a, bad, fault);
+  check_launch("launching scatter (targets)");
+  size_t temp_bytes = 0;
+  check(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, keys + total, ids, ids + total,
+                                        static_cast<int>(total), 0, bits, call.stream),
+        "sizing scatter's radix sort");
+  void* temp = workspace(call, temp_bytes);
+  check(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, keys + total, ids, ids + total,
+                                        static_cast<int>(total), 0, bits, call.stream),
+        "cub::DeviceRadixSort::SortPairs (scatter)");
+  runs_kernel<T, Wide><<<grid, kThreads, 0, call.stream>>>(op, keys + total, ids + total, up, a, bad);
+  check_launch("launching scatter (runs)");
 }
 
 template <class T, class I>
 void launch_scatter(const Call& call, const Tensor& idx, const Tensor& upd, const Tensor& out, const ScatterArgs& a,
                     IndexFault* fault) {
-  const unsigned grid = grid_for(a.positions);
   const auto* ip = reinterpret_cast<const I*>(idx.origin);
   const auto* up = reinterpret_cast<const T*>(upd.origin);
   T* op = reinterpret_cast<T*>(out.origin);
   constexpr bool kNarrowFloat = std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bf16>;
+  const bool wide = kNarrowFloat && (a.reduction == kAdd || a.reduction == kMul);
+  if (a.J >= kLongLine && a.positions * a.J <= INT_MAX) {
+    if (wide) {
+      launch_runs<T, I, kNarrowFloat>(call, ip, up, op, out.numel, a, fault);
+    } else {
+      launch_runs<T, I, false>(call, ip, up, op, out.numel, a, fault);
+    }
+    return;
+  }
+  const unsigned grid = grid_for(a.positions);
   if constexpr (kNarrowFloat) {
-    if (a.reduction == kAdd || a.reduction == kMul) {
+    if (wide) {
       auto* acc = static_cast<double*>(workspace(call, static_cast<size_t>(out.numel) * sizeof(double)));
       widen_kernel<T><<<grid_for(out.numel), kThreads, 0, call.stream>>>(acc, op, out.numel);
       check_launch("launching scatter (widen)");
@@ -310,16 +368,6 @@ void launch_scatter(const Call& call, const Tensor& idx, const Tensor& upd, cons
       check_launch("launching scatter (narrow)");
       return;
     }
-  }
-  if (a.reduction == kNone && a.J >= kParallelNoneLine) {
-    auto* winner = static_cast<unsigned long long*>(workspace(call, static_cast<size_t>(out.numel) * 8));
-    check(cudaMemsetAsync(winner, 0, static_cast<size_t>(out.numel) * 8, call.stream), "clearing scatter's winners");
-    const unsigned updates = grid_for(a.positions * a.J);
-    elect_kernel<I><<<updates, kThreads, 0, call.stream>>>(winner, ip, a, fault);
-    check_launch("launching scatter (elect)");
-    write_winners_kernel<T, I><<<updates, kThreads, 0, call.stream>>>(op, winner, ip, up, a);
-    check_launch("launching scatter (write)");
-    return;
   }
   scatter_kernel<T, T, I><<<grid, kThreads, 0, call.stream>>>(op, ip, up, a, fault);
   check_launch("launching scatter");
