@@ -91,12 +91,13 @@ void check_view(const cd_tensor_view* v, int32_t device, const char* what) {
 }
 
 // Drops size-1 dims and merges a dim into its outer neighbour when both
-// sides step over it contiguously (a contiguous copy becomes 1-d).
-Loop make_loop(const cd_tensor_view& in, const cd_tensor_view& out, int64_t item) {
+// sides step over it contiguously (a contiguous copy becomes 1-d). Strides
+// are in bytes.
+Loop make_loop(const int64_t* shape, const int64_t* in_strides, const int64_t* out_strides, int32_t nd) {
   Loop loop{};
   loop.numel = 1;
-  for (int32_t i = 0; i < in.ndim; ++i) {
-    const int64_t n = in.shape[i], is = in.strides[i] * item, os = out.strides[i] * item;
+  for (int32_t i = 0; i < nd; ++i) {
+    const int64_t n = shape[i], is = in_strides[i], os = out_strides[i];
     loop.numel *= n;
     if (n == 1) continue;
     const int32_t last = loop.ndim - 1;
@@ -113,6 +114,25 @@ Loop make_loop(const cd_tensor_view& in, const cd_tensor_view& out, int64_t item
     ++loop.ndim;
   }
   return loop;
+}
+
+Loop make_loop(const cd_tensor_view& in, const cd_tensor_view& out, int64_t item) {
+  // Byte strides; on the stack for the usual ranks (copy is on every
+  // launch's path).
+  constexpr int32_t kStack = 32;
+  int64_t stack[2 * kStack];
+  std::vector<int64_t> heap;
+  int64_t* is = stack;
+  if (in.ndim > kStack) {
+    heap.resize(2 * static_cast<size_t>(in.ndim));
+    is = heap.data();
+  }
+  int64_t* os = is + (in.ndim > kStack ? in.ndim : kStack);
+  for (int32_t i = 0; i < in.ndim; ++i) {
+    is[i] = in.strides[i] * item;
+    os[i] = out.strides[i] * item;
+  }
+  return make_loop(in.shape, is, os, in.ndim);
 }
 
 void check_pair(const cd_tensor_view& in, const cd_tensor_view& out) {
@@ -148,6 +168,19 @@ bool aligned(const char* out, const char* in, const Loop& loop, int64_t item) {
   return true;
 }
 
+// Enqueues the loop: word moves when every element is aligned, else bytes.
+void launch_loop(char* dst, const char* src, const Loop& loop, int64_t item, cudaStream_t stream) {
+  if (!aligned(dst, src, loop, item)) {
+    strided_copy_bytes<<<grid_for(loop), kThreads, 0, stream>>>(dst, src, loop, static_cast<int>(item));
+  } else switch (item) {
+    case 1: launch<uint8_t>(dst, src, loop, stream); break;
+    case 2: launch<uint16_t>(dst, src, loop, stream); break;
+    case 4: launch<uint32_t>(dst, src, loop, stream); break;
+    default: launch<uint64_t>(dst, src, loop, stream); break;
+  }
+  check(cudaGetLastError(), "launching strided_copy");
+}
+
 void enqueue_copy(const cd_kernel_context* ctx) {
   require_non_null(ctx, "ctx");
   if (ctx->num_inputs != 1 || ctx->num_outputs != 1) {
@@ -170,15 +203,7 @@ void enqueue_copy(const cd_kernel_context* ctx) {
   check_view_range(*out, ctx->device, item, "output 0");
   const char* src = static_cast<const char*>(in->data) + in->byte_offset;
   char* dst = static_cast<char*>(out->data) + out->byte_offset;
-  if (!aligned(dst, src, loop, item)) {
-    strided_copy_bytes<<<grid_for(loop), kThreads, 0, stream->stream>>>(dst, src, loop, static_cast<int>(item));
-  } else switch (item) {
-    case 1: launch<uint8_t>(dst, src, loop, stream->stream); break;
-    case 2: launch<uint16_t>(dst, src, loop, stream->stream); break;
-    case 4: launch<uint32_t>(dst, src, loop, stream->stream); break;
-    default: launch<uint64_t>(dst, src, loop, stream->stream); break;
-  }
-  check(cudaGetLastError(), "launching strided_copy");
+  launch_loop(dst, src, loop, item, stream->stream);
 }
 
 cd_error* copy_kernel(const cd_kernel_context* ctx) noexcept {
@@ -186,6 +211,13 @@ cd_error* copy_kernel(const cd_kernel_context* ctx) noexcept {
 }
 
 }  // namespace
+
+void enqueue_strided_copy(char* dst, const int64_t* dst_strides, const char* src, const int64_t* src_strides,
+                          const int64_t* shape, int32_t nd, int64_t item, cudaStream_t stream) {
+  const Loop loop = make_loop(shape, src_strides, dst_strides, nd);
+  if (loop.numel == 0) return;
+  launch_loop(dst, src, loop, item, stream);
+}
 
 void register_copy(cd_kernel_registry* registry) {
   static const cd_dtype_t kSignatures[][2] = {

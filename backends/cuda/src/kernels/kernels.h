@@ -1,8 +1,11 @@
-// Kernel registration: `copy`, the elementwise family, the reductions and
-// the normalizations; every other op runs through the core's CPU fallback
-// policy.
+// Kernel registration, one function per kernel family; an op without a
+// kernel here runs through the core's CPU fallback policy.
 #ifndef CHIPDOCK_CUDA_KERNELS_H_
 #define CHIPDOCK_CUDA_KERNELS_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "chipdock/cd_kernel.h"
 
@@ -16,6 +19,14 @@ void register_all_kernels(cd_kernel_registry* registry);
 void register_copy(cd_kernel_registry* registry);         // kernels/copy.cu
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cu
 void register_reductions(cd_kernel_registry* registry);   // kernels/reduce*.cu, softmax.cu, norm.cu
+void register_movement(cd_kernel_registry* registry);     // kernels/movement*.cu, sort.cu
+void register_pool(cd_kernel_registry* registry);         // kernels/pool.cu
+
+// Enqueues dst[i] = src[i] for every index i of `shape` (nd dims): elements
+// of `item` bytes at the given BYTE strides (any sign; zero allowed on the
+// source). copy's kernel (copy.cu), shared by the data-movement kernels.
+void enqueue_strided_copy(char* dst, const int64_t* dst_strides, const char* src, const int64_t* src_strides,
+                          const int64_t* shape, int32_t nd, int64_t item, cudaStream_t stream);
 
 }  // namespace chipdock_cuda
 

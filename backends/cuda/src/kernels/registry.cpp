@@ -30,6 +30,8 @@ void register_all_kernels(cd_kernel_registry* registry) {
   register_copy(registry);
   register_elementwise(registry);
   register_reductions(registry);
+  register_movement(registry);
+  register_pool(registry);
 }
 
 }  // namespace chipdock_cuda
