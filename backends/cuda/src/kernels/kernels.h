@@ -1,5 +1,5 @@
-// Kernel registration: `copy` and the elementwise family; every other op
-// runs through the core's CPU fallback policy.
+// Kernel registration: `copy`, the elementwise family and the linear-algebra
+// family; every other op runs through the core's CPU fallback policy.
 #ifndef CHIPDOCK_CUDA_KERNELS_H_
 #define CHIPDOCK_CUDA_KERNELS_H_
 
@@ -14,6 +14,9 @@ void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtyp
 void register_all_kernels(cd_kernel_registry* registry);
 void register_copy(cd_kernel_registry* registry);         // kernels/copy.cu
 void register_elementwise(cd_kernel_registry* registry);  // kernels/elementwise*.cu
+void register_matmul(cd_kernel_registry* registry);       // kernels/matmul.cu: matmul, gemm
+void register_conv(cd_kernel_registry* registry);         // kernels/conv.cu
+void register_attention(cd_kernel_registry* registry);    // kernels/attention.cu
 
 }  // namespace chipdock_cuda
 

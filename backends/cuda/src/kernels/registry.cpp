@@ -29,6 +29,9 @@ void register_all_kernels(cd_kernel_registry* registry) {
   }
   register_copy(registry);
   register_elementwise(registry);
+  register_matmul(registry);
+  register_conv(registry);
+  register_attention(registry);
 }
 
 }  // namespace chipdock_cuda
