@@ -1,7 +1,9 @@
 // The linear-algebra family's shared machinery (see blas.cuh).
 #include "blas.cuh"
 
+#include <array>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "../cuda_check.h"
@@ -415,13 +417,53 @@ uint32_t alignment(const void* p, int64_t stride_bytes, bool batched) {
   return a;
 }
 
-void set_pref(Pref& p, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
+void set_pref(const Pref& p, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
   lt_check(cublasLtMatmulPreferenceSetAttribute(p.h, attr, &v, sizeof(v)), "setting a matmul preference");
 }
 
+// The heuristic's answer by problem (asking costs tens of microseconds):
+// device, dtypes, transposes, sizes, leading dimensions, batch and strides,
+// alignments.
+using AlgoKey = std::array<int64_t, 18>;
+std::mutex g_algo_mutex;
+std::map<AlgoKey, cublasLtMatmulAlgo_t> g_algos;
+constexpr size_t kMaxCachedAlgos = 4096;
+
+// The algorithm for one call: cached, or what cuBLASLt's heuristic ranks first.
+cublasLtMatmulAlgo_t pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t desc,
+                               const Layout& la, const Layout& lb, const Layout& ld, const Gemm& g, int32_t batch) {
+  std::lock_guard<std::mutex> lock(g_algo_mutex);
+  auto hit = g_algos.find(key);
+  if (hit != g_algos.end()) return hit->second;
+  Pref pref;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref.h), "cublasLtMatmulPreferenceCreate");
+  const uint64_t ws = bd.workspace_bytes;
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+           "setting the workspace size");
+  // Split-K partial sums in the compute type, never in a 16-bit output type.
+  set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+           CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<uint32_t>(key[15]));
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(key[16]));
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(key[17]));
+  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key[17]));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  lt_check(cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found),
+           "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) {
+    fail(CD_STATUS_UNIMPLEMENTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s product (batch %d)",
+         static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
+         dtype_name(g.a.dtype), batch);
+  }
+  if (g_algos.size() >= kMaxCachedAlgos) g_algos.clear();
+  g_algos.emplace(key, result.algo);
+  return result.algo;
+}
+
 // One cuBLASLt call for `batch` entries starting at the given pointers.
-void gemm_chunk(BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* a, const void* b, void* d,
-                int32_t batch) {
+void gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* a, const void* b,
+                void* d, int32_t batch) {
   const cd_dtype_t in = g.a.dtype;
   const bool f64 = in == CD_DTYPE_FLOAT64;
   // Row-major D = A @ B is column-major D^T = B^T @ A^T: cuBLASLt's A is our b, its B our a.
@@ -439,33 +481,16 @@ void gemm_chunk(BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* 
   make_layout(lb, cuda_type(in), cb.lrows, cb.lcols, cb.ld, batch, g.a.batch_stride);
   make_layout(ld, cuda_type(g.d_dtype), static_cast<uint64_t>(g.N), static_cast<uint64_t>(g.M), g.ldd, batch,
               g.d_stride);
-  Pref pref;
-  lt_check(cublasLtMatmulPreferenceCreate(&pref.h), "cublasLtMatmulPreferenceCreate");
-  const uint64_t ws = bd.workspace_bytes;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-           "setting the workspace size");
-  // Split-K partial sums in the compute type, never in a 16-bit output type.
-  set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-           CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
   const bool batched = batch > 1;
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment(b, g.b.batch_stride * in_item, batched));
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment(a, g.a.batch_stride * in_item, batched));
-  const uint32_t d_align = alignment(d, g.d_stride * d_item, batched);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d_align);
-  set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d_align);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  lt_check(cublasLtMatmulAlgoGetHeuristic(bd.handle, desc.h, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found),
-           "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
-    fail(CD_STATUS_UNIMPLEMENTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s product (batch %d)",
-         static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K), dtype_name(in),
-         batch);
-  }
+  const AlgoKey key{device, in, g.d_dtype, ta, tb, g.M, g.N, g.K, ca.ld, cb.ld, g.ldd, batch,
+                    batched ? g.b.batch_stride : 0, batched ? g.a.batch_stride : 0, batched ? g.d_stride : 0,
+                    alignment(b, g.b.batch_stride * in_item, batched), alignment(a, g.a.batch_stride * in_item, batched),
+                    alignment(d, g.d_stride * d_item, batched)};
+  const cublasLtMatmulAlgo_t algo = pick_algo(bd, key, desc.h, la, lb, ld, g, batch);
   const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
-  lt_check(cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h, &result.algo,
+  lt_check(cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h, &algo,
                           bd.workspace, bd.workspace_bytes, stream),
            "cublasLtMatmul");
   check(cudaGetLastError(), "cublasLtMatmul");
@@ -493,7 +518,7 @@ void gemm(int32_t device, cudaStream_t stream, const Gemm& g_in) {
     const char* a = static_cast<const char*>(g.a.data) + b0 * g.a.batch_stride * a_item;
     const char* b = static_cast<const char*>(g.b.data) + b0 * g.b.batch_stride * a_item;
     char* d = static_cast<char*>(g.d) + b0 * g.d_stride * d_item;
-    gemm_chunk(bd, stream, g, a, b, d, static_cast<int32_t>(n));
+    gemm_chunk(device, bd, stream, g, a, b, d, static_cast<int32_t>(n));
   }
   check(cudaEventRecord(bd.last_use, stream), "cudaEventRecord (cuBLASLt workspace)");
   bd.last_stream = stream;
