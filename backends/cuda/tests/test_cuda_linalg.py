@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 import pytest
-from cuda_helpers import DEVICE, require_gpu
+from cuda_helpers import DEVICE, require_gpu, run_python
 
 import chipdock
 from chipdock import ops
@@ -189,3 +190,21 @@ def test_conv_without_input_channels_gives_the_bias():
     got = run("conv2d", [x, w, b], {}, DEV, None)
     np.testing.assert_array_equal(got, run("conv2d", [x, w, b], {}, REF, None))
     np.testing.assert_array_equal(got, np.broadcast_to(b[None, :, None, None], (2, 3, 3, 3)))
+
+
+def test_the_tiled_fallback_gemm_matches_cpu_reference():
+    """The kernel that runs where cuBLASLt offers no algorithm, forced for every product in a fresh process."""
+    proc = run_python(
+        f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import test_cuda_linalg as t
+        for name in t.FLOATS:
+            t.test_matmul_matches_cpu_reference(name)
+            t.test_gemm_matches_cpu_reference(name)
+            t.test_conv_transpose2d_matches_cpu_reference(name)
+            t.test_attention_matches_cpu_reference(name)
+        """,
+        env={"CHIPDOCK_CUDA_TILED_GEMM": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]

@@ -2,6 +2,7 @@
 #include "blas.cuh"
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -425,13 +426,18 @@ void set_pref(const Pref& p, cublasLtMatmulPreferenceAttributes_t attr, uint32_t
 // device, dtypes, transposes, sizes, leading dimensions, batch and strides,
 // alignments.
 using AlgoKey = std::array<int64_t, 18>;
+struct Choice {
+  bool found;
+  cublasLtMatmulAlgo_t algo;
+};
 std::mutex g_algo_mutex;
-std::map<AlgoKey, cublasLtMatmulAlgo_t> g_algos;
+std::map<AlgoKey, Choice> g_algos;
 constexpr size_t kMaxCachedAlgos = 4096;
 
-// The algorithm for one call: cached, or what cuBLASLt's heuristic ranks first.
-cublasLtMatmulAlgo_t pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t desc,
-                               const Layout& la, const Layout& lb, const Layout& ld, const Gemm& g, int32_t batch) {
+// The algorithm for one call: cached, or what cuBLASLt's heuristic ranks
+// first; `found` false when it offers none.
+Choice pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t desc,
+                               const Layout& la, const Layout& lb, const Layout& ld) {
   std::lock_guard<std::mutex> lock(g_algo_mutex);
   auto hit = g_algos.find(key);
   if (hit != g_algos.end()) return hit->second;
@@ -451,18 +457,15 @@ cublasLtMatmulAlgo_t pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasL
   int found = 0;
   lt_check(cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found),
            "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
-    fail(CD_STATUS_UNIMPLEMENTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld %s product (batch %d)",
-         static_cast<long long>(g.M), static_cast<long long>(g.N), static_cast<long long>(g.K),
-         dtype_name(g.a.dtype), batch);
-  }
   if (g_algos.size() >= kMaxCachedAlgos) g_algos.clear();
-  g_algos.emplace(key, result.algo);
-  return result.algo;
+  const Choice choice{found > 0, result.algo};
+  g_algos.emplace(key, choice);
+  return choice;
 }
 
-// One cuBLASLt call for `batch` entries starting at the given pointers.
-void gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* a, const void* b,
+// One cuBLASLt call for `batch` entries starting at the given pointers;
+// false if cuBLASLt has no algorithm for it.
+bool gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* a, const void* b,
                 void* d, int32_t batch) {
   const cd_dtype_t in = g.a.dtype;
   const bool f64 = in == CD_DTYPE_FLOAT64;
@@ -486,14 +489,81 @@ void gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm&
                     batched ? g.b.batch_stride : 0, batched ? g.a.batch_stride : 0, batched ? g.d_stride : 0,
                     alignment(b, g.b.batch_stride * in_item, batched), alignment(a, g.a.batch_stride * in_item, batched),
                     alignment(d, g.d_stride * d_item, batched)};
-  const cublasLtMatmulAlgo_t algo = pick_algo(bd, key, desc.h, la, lb, ld, g, batch);
+  const Choice choice = pick_algo(bd, key, desc.h, la, lb, ld);
+  if (!choice.found) return false;
   const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
-  lt_check(cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h, &algo,
+  lt_check(cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h, &choice.algo,
                           bd.workspace, bd.workspace_bytes, stream),
            "cublasLtMatmul");
   check(cudaGetLastError(), "cublasLtMatmul");
+  return true;
+}
+
+constexpr int kTile = 16;
+
+// The fallback where cuBLASLt offers no algorithm (it has one for every
+// layout we give it on the GPUs we build for; this keeps an exotic alignment
+// or a future GPU correct, if slower): D = alpha * A @ B (+ beta * D), one
+// 16x16 output tile per block through shared memory, batch entry
+// blockIdx.z, accumulating in Acc and rounding once. Strides in elements.
+template <class In, class Out, class Acc>
+__global__ void tiled_gemm(const In* A, const In* B, Out* D, int64_t M, int64_t N, int64_t K, int64_t a_rs,
+                           int64_t a_cs, int64_t a_bs, int64_t b_rs, int64_t b_cs, int64_t b_bs, int64_t ldd,
+                           int64_t d_bs, Acc alpha, Acc beta) {
+  __shared__ Acc ta[kTile][kTile + 1], tb[kTile][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  A += blockIdx.z * a_bs;
+  B += blockIdx.z * b_bs;
+  D += blockIdx.z * d_bs;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + tx;
+  // Row tiles beyond gridDim.y (<= 65535) are taken in turns; every thread runs the same iterations.
+  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile; row0 < M; row0 += static_cast<int64_t>(gridDim.y) * kTile) {
+    const int64_t row = row0 + ty;
+    Acc acc = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += kTile) {
+      const int64_t ka = k0 + tx, kb = k0 + ty;
+      ta[ty][tx] = row < M && ka < K ? static_cast<Acc>(ew::load(A[row * a_rs + ka * a_cs])) : Acc(0);
+      tb[ty][tx] = kb < K && col < N ? static_cast<Acc>(ew::load(B[kb * b_rs + col * b_cs])) : Acc(0);
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kTile; ++k) acc += ta[ty][k] * tb[k][tx];
+      __syncthreads();
+    }
+    if (row < M && col < N) {
+      Out* d = D + row * ldd + col;
+      Acc v = alpha * acc;
+      if (beta != Acc(0)) v += beta * static_cast<Acc>(ew::load(*d));
+      *d = ew::store<Out>(v);
+    }
+  }
+}
+
+void fallback_chunk(cudaStream_t stream, const Gemm& g, const void* a, const void* b, void* d, int32_t batch) {
+  const int64_t n_tiles = (g.N + kTile - 1) / kTile, m_tiles = (g.M + kTile - 1) / kTile;
+  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(m_tiles < 65535 ? m_tiles : 65535),
+                  static_cast<unsigned>(batch));
+  const dim3 block(kTile, kTile);
+  ew::dispatch<ew::kFloatMask>(g.a.dtype, [&](auto tag) {
+    using In = typename decltype(tag)::type;
+    using Acc = std::conditional_t<std::is_same_v<In, double>, double, float>;
+    auto launch = [&](auto* out) {
+      using Out = std::remove_pointer_t<decltype(out)>;
+      tiled_gemm<In, Out, Acc><<<grid, block, 0, stream>>>(
+          static_cast<const In*>(a), static_cast<const In*>(b), static_cast<Out*>(d), g.M, g.N, g.K, g.a.rs,
+          g.a.cs, g.a.batch_stride, g.b.rs, g.b.cs, g.b.batch_stride, g.ldd, g.d_stride, static_cast<Acc>(g.alpha),
+          static_cast<Acc>(g.beta));
+    };
+    if (g.d_dtype == g.a.dtype) {
+      launch(static_cast<In*>(nullptr));
+    } else if (g.d_dtype == compute_dtype(g.a.dtype)) {
+      launch(static_cast<Acc*>(nullptr));
+    } else {
+      fail(CD_STATUS_INTERNAL, "gemm: output dtype %d for %s inputs", g.d_dtype, dtype_name(g.a.dtype));
+    }
+  });
+  check(cudaGetLastError(), "launching the fallback GEMM");
 }
 
 }  // namespace
@@ -512,13 +582,18 @@ void gemm(int32_t device, cudaStream_t stream, const Gemm& g_in) {
     check(cudaStreamWaitEvent(stream, bd.last_use, 0), "cudaStreamWaitEvent (cuBLASLt workspace)");
   }
   const int64_t a_item = itemsize(g.a.dtype), d_item = itemsize(g.d_dtype);
+  // CHIPDOCK_CUDA_TILED_GEMM=1 runs every product on the fallback kernel (its tests use it).
+  static const bool force_tiled = std::getenv("CHIPDOCK_CUDA_TILED_GEMM") != nullptr &&
+                                  std::strcmp(std::getenv("CHIPDOCK_CUDA_TILED_GEMM"), "1") == 0;
   constexpr int64_t kMaxBatch = 65535;  // per call: keeps every kernel's batch grid dim in range
   for (int64_t b0 = 0; b0 < g.batch; b0 += kMaxBatch) {
     const int64_t n = g.batch - b0 < kMaxBatch ? g.batch - b0 : kMaxBatch;
     const char* a = static_cast<const char*>(g.a.data) + b0 * g.a.batch_stride * a_item;
     const char* b = static_cast<const char*>(g.b.data) + b0 * g.b.batch_stride * a_item;
     char* d = static_cast<char*>(g.d) + b0 * g.d_stride * d_item;
-    gemm_chunk(device, bd, stream, g, a, b, d, static_cast<int32_t>(n));
+    if (force_tiled || !gemm_chunk(device, bd, stream, g, a, b, d, static_cast<int32_t>(n))) {
+      fallback_chunk(stream, g, a, b, d, static_cast<int32_t>(n));
+    }
   }
   check(cudaEventRecord(bd.last_use, stream), "cudaEventRecord (cuBLASLt workspace)");
   bd.last_stream = stream;
