@@ -47,6 +47,11 @@ def strided(a: np.ndarray, dev: str) -> Any:
     return chipdock.tensor(wide, device=dev)[..., ::2]
 
 
+def reversed_rows(a: np.ndarray, dev: str) -> Any:
+    """The second-to-last dim stored backwards (a negative stride)."""
+    return chipdock.tensor(np.ascontiguousarray(np.flip(a, -2)), device=dev)[..., ::-1, :]
+
+
 @pytest.fixture(autouse=True)
 def _gpu():
     require_gpu()
@@ -98,6 +103,7 @@ def test_matmul_matches_cpu_reference(name):
     check("matmul", name, [d(4, 9), d(9)], label="matrix @ vector")
     check("matmul", name, [d(13, 11), d(11, 6)], views=[transposed, transposed], label="transposed")
     check("matmul", name, [d(2, 6, 10), d(10, 3)], views=[strided, transposed], label="strided")
+    check("matmul", name, [d(3, 7, 5), d(5, 4)], views=[reversed_rows, reversed_rows], label="negative strides")
     check("matmul", name, [d(4, 0), d(0, 3)], label="empty k")
     a = d(6, 10)
     a[0, 1], a[1, 2], a[2, 0] = np.nan, np.inf, -np.inf
@@ -116,6 +122,8 @@ def test_gemm_matches_cpu_reference(name):
     nan_c = np.full((4, 3), np.nan, np_dtype(name))
     check("gemm", name, [d(4, 6), d(6, 3), nan_c], {"beta": 0.0}, label="beta 0 does not read c")
     check("gemm", name, [d(4, 0), d(0, 3), d(4, 3)], {"beta": 3.0}, label="empty k")
+    check("gemm", name, [d(6, 5), d(4, 6), d(5, 4)], {"trans_a": True, "trans_b": True},
+          views=[reversed_rows, plain, reversed_rows], label="negative strides")
 
 
 @pytest.mark.parametrize("name", FLOATS)
@@ -132,6 +140,8 @@ def test_conv2d_matches_cpu_reference(name):
           label="views")
     check("conv2d", name, [d(1, 2, 3, 3), d(2, 2, 5, 5), d(2)], {"padding": [1, 1, 1, 1]},
           label="kernel larger than the image")
+    check("conv2d", name, [d(2, 2, 5, 4), d(3, 2, 2, 2)], views=[reversed_rows, reversed_rows],
+          label="negative strides")
 
 
 @pytest.mark.parametrize("name", FLOATS)
@@ -160,6 +170,8 @@ def test_attention_matches_cpu_reference(name):
     check(op, name, [d(2, 3, 4, 8), d(1, 3, 6, 8), d(6, 5)], label="batch broadcast")
     check(op, name, [d(2, 4, 16), d(2, 9, 16), d(2, 9, 16), d(2, 1, 9)], views=[strided, transposed, transposed],
           label="views, mask broadcast over rows")
+    check(op, name, [d(3, 6, 4), d(3, 5, 4), d(3, 5, 4), d(6, 5)], {"causal": True},
+          views=[reversed_rows, reversed_rows, reversed_rows, reversed_rows], label="negative strides")
     mask = d(3, 4)
     mask[1, :] = -np.inf
     check(op, name, [d(3, 5), d(4, 5), d(4, 2), mask], label="a fully masked row is NaN")
