@@ -70,14 +70,18 @@ cudaStream_t begin(const cd_kernel_context* ctx, int32_t min_in, int32_t max_in)
 namespace {
 
 Tensor resolve(const cd_tensor_view* v, int32_t device, cd_dtype_t dtype, const char* what, int index) {
-  if (v->format != CD_FORMAT_STRIDED) fail(CD_STATUS_INVALID_ARGUMENT, "%s %d has unknown format %d", what, index, v->format);
+  if (v->format != CD_FORMAT_STRIDED) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s %d has unknown format %d", what, index, v->format);
+  }
   if (v->ndim < 0 || v->ndim > kMaxDims || (v->ndim > 0 && (v->shape == nullptr || v->strides == nullptr))) {
     fail(CD_STATUS_INVALID_ARGUMENT, "%s %d has a bad shape (ndim %d)", what, index, v->ndim);
   }
   if (v->device != device) {
     fail(CD_STATUS_INVALID_ARGUMENT, "%s %d is on device %d, the call on %d", what, index, v->device, device);
   }
-  if (!is_float(v->dtype)) fail(CD_STATUS_INVALID_ARGUMENT, "%s %d has dtype %d; a float dtype is required", what, index, v->dtype);
+  if (!is_float(v->dtype)) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s %d has dtype %d; a float dtype is required", what, index, v->dtype);
+  }
   if (v->dtype != dtype) {
     fail(CD_STATUS_INVALID_ARGUMENT, "%s %d is %s but the output is %s", what, index, dtype_name(v->dtype),
          dtype_name(dtype));
@@ -132,7 +136,9 @@ void require_ndim(const Tensor& t, size_t ndim, const char* what) {
 int64_t attr_int(const cd_kernel_context* ctx, const char* name, int64_t fallback) {
   const cd_attribute* a = ew::find_attribute(ctx, name);
   if (a == nullptr) return fallback;
-  if (a->type != CD_ATTR_INT) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
+  if (a->type != CD_ATTR_INT) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
+  }
   return a->value.i;
 }
 
@@ -455,8 +461,10 @@ Choice pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t 
   set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(key[17]));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  lt_check(cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found),
-           "cublasLtMatmulAlgoGetHeuristic");
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;  // how it says it has nothing for the configuration
+  else lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
   if (g_algos.size() >= kMaxCachedAlgos) g_algos.clear();
   const Choice choice{found > 0, result.algo};
   g_algos.emplace(key, choice);
@@ -464,7 +472,7 @@ Choice pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t 
 }
 
 // One cuBLASLt call for `batch` entries starting at the given pointers;
-// false if cuBLASLt has no algorithm for it.
+// false if cuBLASLt has no algorithm for it or refuses it.
 bool gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm& g, const void* a, const void* b,
                 void* d, int32_t batch) {
   const cd_dtype_t in = g.a.dtype;
@@ -487,25 +495,27 @@ bool gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm&
   const bool batched = batch > 1;
   const AlgoKey key{device, in, g.d_dtype, ta, tb, g.M, g.N, g.K, ca.ld, cb.ld, g.ldd, batch,
                     batched ? g.b.batch_stride : 0, batched ? g.a.batch_stride : 0, batched ? g.d_stride : 0,
-                    alignment(b, g.b.batch_stride * in_item, batched), alignment(a, g.a.batch_stride * in_item, batched),
+                    alignment(b, g.b.batch_stride * in_item, batched),
+                    alignment(a, g.a.batch_stride * in_item, batched),
                     alignment(d, g.d_stride * d_item, batched)};
   const Choice choice = pick_algo(bd, key, desc.h, la, lb, ld);
   if (!choice.found) return false;
   const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
-  lt_check(cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h, &choice.algo,
-                          bd.workspace, bd.workspace_bytes, stream),
-           "cublasLtMatmul");
+  const cublasStatus_t st = cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h,
+                                          &choice.algo, bd.workspace, bd.workspace_bytes, stream);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // checked before anything is enqueued
+  lt_check(st, "cublasLtMatmul");
   check(cudaGetLastError(), "cublasLtMatmul");
   return true;
 }
 
 constexpr int kTile = 16;
 
-// The fallback where cuBLASLt offers no algorithm (it has one for every
-// layout we give it on the GPUs we build for; this keeps an exotic alignment
-// or a future GPU correct, if slower): D = alpha * A @ B (+ beta * D), one
+// The fallback where cuBLASLt offers no algorithm or refuses the call (it
+// has one for every layout we give it on the GPUs we build for; this keeps
+// an exotic alignment or a future GPU correct, if slower): D = alpha * A @ B (+ beta * D), one
 // 16x16 output tile per block through shared memory, batch entry
 // blockIdx.z, accumulating in Acc and rounding once. Strides in elements.
 template <class In, class Out, class Acc>
@@ -519,7 +529,8 @@ __global__ void tiled_gemm(const In* A, const In* B, Out* D, int64_t M, int64_t 
   D += blockIdx.z * d_bs;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kTile + tx;
   // Row tiles beyond gridDim.y (<= 65535) are taken in turns; every thread runs the same iterations.
-  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile; row0 < M; row0 += static_cast<int64_t>(gridDim.y) * kTile) {
+  const int64_t row_step = static_cast<int64_t>(gridDim.y) * kTile;
+  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kTile; row0 < M; row0 += row_step) {
     const int64_t row = row0 + ty;
     Acc acc = 0;
     for (int64_t k0 = 0; k0 < K; k0 += kTile) {

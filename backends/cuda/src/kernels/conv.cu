@@ -57,7 +57,9 @@ ConvShape read_shape(const cd_kernel_context* ctx, const Tensor& x, const Tensor
   s.pl = pad[1];
   s.pb = pad[2];
   s.pr = pad[3];
-  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) fail(CD_STATUS_INVALID_ARGUMENT, "stride and dilation must be >= 1");
+  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "stride and dilation must be >= 1");
+  }
   for (int64_t p : pad) {
     if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
   }
