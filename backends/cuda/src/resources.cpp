@@ -3,6 +3,7 @@
 
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_set>
@@ -18,6 +19,17 @@ std::unordered_set<cd_event*> g_events;
 std::map<uintptr_t, std::pair<size_t, int32_t>> g_allocations;  // start -> (bytes, device)
 std::set<void*> g_pinned;
 std::map<int32_t, cudaStream_t> g_sync_streams;
+std::map<int32_t, std::unique_ptr<BlasDevice>> g_blas;
+
+// 32 MiB: what cuBLAS recommends for Hopper (and more than enough before).
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+
+void release_blas(int32_t device, BlasDevice& b) {
+  if (cudaSetDevice(device) != cudaSuccess) return;  // the driver is gone: nothing to free
+  if (b.last_use != nullptr) (void)cudaEventDestroy(b.last_use);
+  if (b.workspace != nullptr) (void)cudaFree(b.workspace);
+  if (b.handle != nullptr) (void)cublasLtDestroy(b.handle);
+}
 
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
@@ -97,6 +109,8 @@ void destroy_all() {
     delete e;
   }
   for (auto& [device, s] : g_sync_streams) (void)cudaStreamDestroy(s);
+  for (auto& [device, b] : g_blas) release_blas(device, *b);
+  g_blas.clear();
   g_streams.clear();
   g_events.clear();
   g_sync_streams.clear();
@@ -170,6 +184,26 @@ cudaStream_t sync_stream(int32_t device) {
   check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   g_sync_streams[device] = s;
   return s;
+}
+
+BlasDevice& blas_device(int32_t device) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_blas.find(device);
+  if (it != g_blas.end()) return *it->second;
+  auto b = std::make_unique<BlasDevice>();
+  const cublasStatus_t st = cublasLtCreate(&b->handle);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    fail(st == CUBLAS_STATUS_ALLOC_FAILED ? CD_STATUS_OUT_OF_MEMORY : CD_STATUS_INTERNAL,
+         "cublasLtCreate: %s", cublasLtGetStatusString(st));
+  }
+  cudaError_t err = cudaMalloc(&b->workspace, kBlasWorkspaceBytes);
+  if (err == cudaSuccess) err = cudaEventCreateWithFlags(&b->last_use, cudaEventDisableTiming);
+  if (err != cudaSuccess) {
+    release_blas(device, *b);
+    check(err, "allocating the cuBLASLt workspace");
+  }
+  b->workspace_bytes = kBlasWorkspaceBytes;
+  return *g_blas.emplace(device, std::move(b)).first->second;
 }
 
 }  // namespace chipdock_cuda

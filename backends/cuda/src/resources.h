@@ -5,11 +5,13 @@
 #ifndef CHIPDOCK_CUDA_RESOURCES_H_
 #define CHIPDOCK_CUDA_RESOURCES_H_
 
+#include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "chipdock/device_api.h"
 
@@ -50,6 +52,21 @@ void host_memory_free(void* ptr);
 // A private non-blocking stream of `device` for the synchronous slots, so
 // they neither wait for nor are waited on by the caller's streams.
 cudaStream_t sync_stream(int32_t device);
+
+// A device's cuBLASLt state (kernels/blas.cu): one handle and one workspace,
+// made on first use (with `device` current) and released by destroy_all.
+// Whoever enqueues work that uses the workspace holds `mutex` meanwhile and
+// orders its stream after `last_use` (recorded by the previous user), so two
+// streams never use the workspace at once.
+struct BlasDevice {
+  std::mutex mutex;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  cudaEvent_t last_use = nullptr;
+  cudaStream_t last_stream = nullptr;
+};
+BlasDevice& blas_device(int32_t device);
 
 }  // namespace chipdock_cuda
 

@@ -1,4 +1,5 @@
-"""The installed chipdock-cuda wheel: one exported symbol, the wheel's CUDA runtime, a manifest of its needs."""
+"""The installed chipdock-cuda wheel: one exported symbol, the wheels' CUDA runtime and cuBLASLt, a manifest of its
+needs."""
 
 from __future__ import annotations
 
@@ -28,16 +29,20 @@ def test_the_library_exports_only_the_entry_point():
     assert [line.split()[-1] for line in out.splitlines() if line.strip()] == ["chipdock_plugin_entry"]
 
 
-def test_the_library_finds_the_wheels_cuda_runtime_through_its_runpath():
+@pytest.mark.parametrize("lib", ["libcudart.so.13", "libcublasLt.so.13"])
+def test_the_library_finds_the_wheels_cuda_libraries_through_its_runpath(lib):
     dynamic = subprocess.run([_tool("readelf"), "-d", str(_library())], capture_output=True, text=True,
                              check=True).stdout
-    assert "[libcudart.so.13]" in dynamic
+    needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic))
+    assert lib in needed
+    # Nothing else from CUDA: no toolkit library, no libcublas (cuBLASLt alone does the products).
+    assert {n for n in needed if "cu" in n} == {"libcudart.so.13", "libcublasLt.so.13"}, needed
     assert re.search(r"R(UN)?PATH.*\[\$ORIGIN/\.\./nvidia/cu13/lib\]", dynamic), dynamic
-    # Resolved without LD_LIBRARY_PATH, into the nvidia-cuda-runtime wheel beside the plug-in.
+    # Resolved without LD_LIBRARY_PATH, into the nvidia-cuda-runtime / nvidia-cublas wheels beside the plug-in.
     env = {"PATH": "/usr/bin:/bin"}
     ldd = subprocess.run([_tool("ldd"), str(_library())], capture_output=True, text=True, env=env).stdout
-    line = next(x for x in ldd.splitlines() if "libcudart.so.13" in x)
-    assert "/nvidia/cu13/lib/libcudart.so.13" in line and "not found" not in line
+    line = next(x for x in ldd.splitlines() if lib in x)
+    assert f"/nvidia/cu13/lib/{lib}" in line and "not found" not in line
 
 
 def test_the_manifest_declares_runtime_driver_and_version():
@@ -51,4 +56,4 @@ def test_the_manifest_declares_runtime_driver_and_version():
     assert manifest["vendor_runtime"] == {"name": "CUDA", "version": "13.0"}
     assert manifest["driver"]["name"] == "nvidia"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", manifest["driver"]["min_version"])
-    assert 'dependencies = ["nvidia-cuda-runtime==13.0.*"]' in pyproject
+    assert 'dependencies = ["nvidia-cuda-runtime==13.0.*", "nvidia-cublas==13.0.*"]' in pyproject

@@ -27,6 +27,9 @@ void register_pool(cd_kernel_registry* registry);         // kernels/pool.cu
 // source). copy's kernel (copy.cu), shared by the data-movement kernels.
 void enqueue_strided_copy(char* dst, const int64_t* dst_strides, const char* src, const int64_t* src_strides,
                           const int64_t* shape, int32_t nd, int64_t item, cudaStream_t stream);
+void register_matmul(cd_kernel_registry* registry);       // kernels/matmul.cu: matmul, gemm
+void register_conv(cd_kernel_registry* registry);         // kernels/conv.cu
+void register_attention(cd_kernel_registry* registry);    // kernels/attention.cu
 
 }  // namespace chipdock_cuda
 

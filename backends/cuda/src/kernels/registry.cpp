@@ -32,6 +32,9 @@ void register_all_kernels(cd_kernel_registry* registry) {
   register_reductions(registry);
   register_movement(registry);
   register_pool(registry);
+  register_matmul(registry);
+  register_conv(registry);
+  register_attention(registry);
 }
 
 }  // namespace chipdock_cuda
