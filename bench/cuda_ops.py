@@ -114,12 +114,18 @@ class Bench:
              events: bool = True) -> tuple[float | None, float | None]:
         """Median seconds per call of each, in interleaved rounds (a slow phase of the machine hits both)."""
         timers = [(fn, t) for fn, t in ((ours, self._seconds_cd), (theirs, self._seconds_torch)) if fn is not None]
+        slowest = max((self._seconds_host(fn, 1) for fn, _ in timers), default=0.0)
+        # A contender far off its goal (seconds per call) must not eat the lease: ~10 s per case at most.
+        if slowest >= 0.05:
+            number = max(1, min(number, int(1 / slowest)))
+        repeat = self.repeat if slowest < 0.05 else max(3, min(self.repeat, int(10 / slowest / number)))
+        warmup = self.warmup if slowest < 0.05 else 0
         for fn, _ in timers:
-            for _ in range(self.warmup):
+            for _ in range(warmup):
                 fn()
         self.sync()
         samples: list[list[float]] = [[] for _ in timers]
-        for _ in range(self.repeat):
+        for _ in range(repeat):
             for i, (fn, timer) in enumerate(timers):
                 samples[i].append(timer(fn, number, events))
         medians = iter([statistics.median(s) for s in samples])
