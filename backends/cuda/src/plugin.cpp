@@ -1,13 +1,14 @@
 // The plugin's entry point and its function table. Each slot runs under
 // guard("<slot>", ...) so no exception crosses the ABI and every message
-// starts with the slot name. Collective slots stay NULL (optional; the core
-// reports them as unimplemented by "cuda").
+// starts with the slot name. The collective slots run on NCCL
+// (collectives.cpp).
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 #include <type_traits>
 
 #include "chipdock/device_api.h"
+#include "collectives.h"
 #include "core_link.h"
 #include "cuda_check.h"
 #include "error.h"
@@ -323,6 +324,63 @@ cd_error* api_kernels_register(cd_kernel_registry* registry) noexcept {
   return guard("kernels_register", [&] { register_all_kernels(registry); });
 }
 
+// --- collectives (NCCL) --------------------------------------------------------------
+
+cd_error* api_comm_get_unique_id(cd_comm_unique_id* id) noexcept {
+  return guard("comm_get_unique_id", [&] { comm_get_unique_id(id); });
+}
+
+cd_error* api_comm_init_rank(int32_t device, int32_t nranks, const cd_comm_unique_id* id, int32_t rank,
+                             cd_comm** comm) noexcept {
+  return guard("comm_init_rank", [&] {
+    require_non_null(comm, "comm");
+    *comm = comm_init_rank(device, nranks, id, rank);
+  });
+}
+
+cd_error* api_comm_destroy(cd_comm* comm) noexcept {
+  return guard("comm_destroy", [&] { comm_destroy(comm); });
+}
+
+cd_error* api_comm_all_reduce(const void* send, void* recv, size_t count, cd_dtype_t dtype, cd_reduce_op_t op,
+                              cd_comm* comm, cd_stream* stream) noexcept {
+  return guard("comm_all_reduce", [&] { comm_all_reduce(send, recv, count, dtype, op, comm, stream); });
+}
+
+cd_error* api_comm_broadcast(const void* send, void* recv, size_t count, cd_dtype_t dtype, int32_t root,
+                             cd_comm* comm, cd_stream* stream) noexcept {
+  return guard("comm_broadcast", [&] { comm_broadcast(send, recv, count, dtype, root, comm, stream); });
+}
+
+cd_error* api_comm_reduce(const void* send, void* recv, size_t count, cd_dtype_t dtype, cd_reduce_op_t op,
+                          int32_t root, cd_comm* comm, cd_stream* stream) noexcept {
+  return guard("comm_reduce", [&] { comm_reduce(send, recv, count, dtype, op, root, comm, stream); });
+}
+
+cd_error* api_comm_all_gather(const void* send, void* recv, size_t send_count, cd_dtype_t dtype, cd_comm* comm,
+                              cd_stream* stream) noexcept {
+  return guard("comm_all_gather", [&] { comm_all_gather(send, recv, send_count, dtype, comm, stream); });
+}
+
+cd_error* api_comm_reduce_scatter(const void* send, void* recv, size_t recv_count, cd_dtype_t dtype,
+                                  cd_reduce_op_t op, cd_comm* comm, cd_stream* stream) noexcept {
+  return guard("comm_reduce_scatter",
+               [&] { comm_reduce_scatter(send, recv, recv_count, dtype, op, comm, stream); });
+}
+
+cd_error* api_comm_send(const void* send, size_t count, cd_dtype_t dtype, int32_t peer, cd_comm* comm,
+                        cd_stream* stream) noexcept {
+  return guard("comm_send", [&] { comm_send(send, count, dtype, peer, comm, stream); });
+}
+
+cd_error* api_comm_recv(void* recv, size_t count, cd_dtype_t dtype, int32_t peer, cd_comm* comm,
+                        cd_stream* stream) noexcept {
+  return guard("comm_recv", [&] { comm_recv(recv, count, dtype, peer, comm, stream); });
+}
+
+cd_error* api_comm_group_start() noexcept { return guard("comm_group_start", [] { comm_group_start(); }); }
+cd_error* api_comm_group_end() noexcept { return guard("comm_group_end", [] { comm_group_end(); }); }
+
 cd_plugin_api make_table() {
   cd_plugin_api t{};
   t.struct_size = sizeof(cd_plugin_api);
@@ -366,6 +424,18 @@ cd_plugin_api make_table() {
   t.event_query = api_event_query;
   t.event_elapsed_time = api_event_elapsed_time;
   t.kernels_register = api_kernels_register;
+  t.comm_get_unique_id = api_comm_get_unique_id;
+  t.comm_init_rank = api_comm_init_rank;
+  t.comm_destroy = api_comm_destroy;
+  t.comm_all_reduce = api_comm_all_reduce;
+  t.comm_broadcast = api_comm_broadcast;
+  t.comm_reduce = api_comm_reduce;
+  t.comm_all_gather = api_comm_all_gather;
+  t.comm_reduce_scatter = api_comm_reduce_scatter;
+  t.comm_send = api_comm_send;
+  t.comm_recv = api_comm_recv;
+  t.comm_group_start = api_comm_group_start;
+  t.comm_group_end = api_comm_group_end;
   return t;
 }
 

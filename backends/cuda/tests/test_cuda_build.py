@@ -56,4 +56,4 @@ def test_the_manifest_declares_runtime_driver_and_version():
     assert manifest["vendor_runtime"] == {"name": "CUDA", "version": "13.0"}
     assert manifest["driver"]["name"] == "nvidia"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", manifest["driver"]["min_version"])
-    assert 'dependencies = ["nvidia-cuda-runtime==13.0.*", "nvidia-cublas==13.0.*"]' in pyproject
+    assert re.search(r'^dependencies = \["nvidia-cuda-runtime==13\.0\.\*", "nvidia-cublas==13\.0\.\*", "nvidia-nccl-cu13', pyproject, re.M)
