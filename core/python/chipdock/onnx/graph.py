@@ -49,10 +49,16 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def infer_shapes(model: onnx.ModelProto, strict: bool = True) -> onnx.ModelProto:
-    """Shape inference, strict (type errors raise) with data propagation for Shape -> Reshape chains."""
+    """Shape inference with data propagation (for Shape -> Reshape chains).
+
+    Strict: type errors raise (an invalid model). Lenient: whatever cannot be
+    typed stays untyped, and the planner reports the nodes that needed it.
+    """
     try:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=strict, data_prop=True)
+        return shape_inference.infer_shapes(model, check_type=strict, strict_mode=strict, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        if not strict:
+            return model
         raise InvalidArgumentError.make("onnx", "Session", f"shape inference failed: {exc}") from None
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import ops
 from .._tensor import tensor
+from ..errors import InvalidArgumentError
 from ._registry import Kernel, NodeContext, Unsupported, converter
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -287,22 +288,28 @@ def _layer_norm(ctx: NodeContext) -> Kernel:
 
 @converter("Dropout", attributes=("ratio", "is_test", "seed", "consumed_inputs"))
 def _dropout(ctx: NodeContext) -> Kernel:
-    if ctx.opset >= 12 and ctx.has_input(2):
-        training = ctx.const(2)
-        ratio = ctx.const(1) if ctx.has_input(1) else np.asarray(0.5)
-        if training is None or (bool(training) and (ratio is None or float(ratio) != 0.0)):
-            raise Unsupported("training-mode Dropout is random (training_mode not constant false, ratio not 0)")
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         raise Unsupported("training-mode Dropout (is_test=0) is random")
-    if ctx.has_output(1):
-        # Inference keeps every element: the mask is all ones (bool from opset 10, the data's type before).
-        mask_dt = ctx.out_dtype(1) or ctx.dtype(0)
+    training, ratio = (ctx.const(2), ctx.const(1)) if ctx.opset >= 12 else (np.asarray(False), None)
+    if ctx.opset >= 12 and not ctx.has_input(2):
+        training = np.asarray(False)
+    if training is not None and bool(training) and ratio is not None and float(ratio) != 0.0:
+        raise Unsupported("training-mode Dropout with a non-zero ratio is random")
+    dynamic = training is None or (bool(training) and ratio is None)
+    # Inference (or a ratio of 0) keeps every element: the mask is all ones
+    # (bool from opset 10, the data's type before).
+    mask_dt = ctx.out_dtype(1) or ctx.dtype(0) if ctx.has_output(1) else None
 
-        def with_mask(x: Any, *_: Any) -> Any:
-            return x, ops.full(shape=list(x.shape), value=1.0, dtype=mask_dt, device=x.device)
+    def run(x: Any, r: Any = None, t: Any = None) -> Any:
+        on = bool(training) if training is not None else bool(t.item())
+        rate = float(ratio) if ratio is not None else float(r.item()) if r is not None else 0.5
+        if dynamic and on and rate != 0.0:
+            raise InvalidArgumentError.make("onnx", "Dropout", "training-mode Dropout with a non-zero ratio is random")
+        if mask_dt is None:
+            return x
+        return x, ops.full(shape=list(x.shape), value=1.0, dtype=mask_dt, device=x.device)
 
-        return with_mask
-    return lambda x, *_: x
+    return run
 
 
 @converter("MatMul")

@@ -437,8 +437,8 @@ _RESIZE_ATTRS = ("antialias", "axes", "coordinate_transformation_mode", "cubic_c
                  "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode")
 
 
-def _resize_mode(ctx: NodeContext) -> str:
-    """The opset's resize mode for the node's ONNX modes; Unsupported for the others."""
+def _resize_mode(ctx: NodeContext) -> tuple[str, str | None]:
+    """The opset's resize mode for the node's ONNX modes, and the condition the factors must meet."""
     mode = ctx.attr("mode", "nearest")
     coords = ctx.attr("coordinate_transformation_mode", "half_pixel")
     if ctx.attr("antialias", 0):
@@ -448,21 +448,19 @@ def _resize_mode(ctx: NodeContext) -> str:
     if mode == "nearest":
         nearest = ctx.attr("nearest_mode", "round_prefer_floor")
         if coords == "asymmetric" and nearest == "floor":
-            return "nearest"
+            return "nearest", None
         if coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil"):
             # Rounding half-pixel coordinates picks floor(dst / s) when every
             # factor s is a whole number (no ties): the opset's nearest.
-            return "nearest_integer"
+            return "nearest", "whole"
         raise Unsupported(f"nearest with {coords} coordinates and nearest_mode={nearest} is outside the opset "
                           "(asymmetric/floor, or half_pixel rounding with whole upscale factors)")
     if mode == "linear":
         if coords == "pytorch_half_pixel":
-            out = ctx._out_types[0][1] if ctx._out_types else None
-            if out is None or len(out) != 4 or not all(isinstance(d, int) and d > 1 for d in out[2:]):
-                raise Unsupported("pytorch_half_pixel equals half_pixel only for static output sizes above 1")
-        elif coords != "half_pixel":
+            return "linear", "above1"  # the same as half_pixel unless an output size is 1
+        if coords != "half_pixel":
             raise Unsupported(f"linear with {coords} coordinates is outside the opset (half_pixel only)")
-        return "linear"
+        return "linear", None
     raise Unsupported(f"mode={mode!r} is outside the opset (nearest, linear)")
 
 
@@ -475,42 +473,54 @@ def _full_axes(values: list[Any], axes: list[int] | None, fill: Any) -> list[Any
     return out
 
 
+def _resize_attrs(shape: tuple[int, ...], scales: list[float] | None, sizes: list[int] | None,
+                  axes: list[int] | None, rule: str | None) -> dict[str, Any]:
+    """The opset's resize attributes for ONNX scales or sizes (InvalidArgumentError when out of its reach)."""
+    if sizes is not None:
+        full = [d if v is None else v for d, v in zip(shape, _full_axes(sizes, axes, None), strict=True)]
+        if full[:2] != list(shape[:2]):
+            raise InvalidArgumentError.make("onnx", "Resize", f"sizes {full} resize the batch or channel dims")
+        factors, out, attrs = [o / i for o, i in zip(full[2:], shape[2:], strict=True)], full[2:], {"sizes": full[2:]}
+    else:
+        full = _full_axes([float(v) for v in scales or []], axes, 1.0)
+        if len(full) != 4 or full[:2] != [1.0, 1.0]:
+            raise InvalidArgumentError.make("onnx", "Resize", f"scales {full} resize the batch or channel dims")
+        factors, out = full[2:], [math.floor(i * f) for i, f in zip(shape[2:], full[2:], strict=True)]
+        attrs = {"scales": full[2:]}
+    if rule == "whole" and any(f < 1 or f != int(f) for f in factors):
+        raise InvalidArgumentError.make("onnx", "Resize", f"nearest with half_pixel rounding needs whole upscale "
+                                        f"factors, got {factors}")
+    if rule == "above1" and any(o <= 1 for o in out):
+        raise InvalidArgumentError.make("onnx", "Resize", "pytorch_half_pixel with an output size of 1")
+    return attrs
+
+
 @converter("Resize", attributes=_RESIZE_ATTRS, since=11)
 def _resize(ctx: NodeContext) -> Kernel:
     ctx.require_dtype("resize", 0)
     ctx.require_rank(0, 4)
-    mode = _resize_mode(ctx)
+    mode, rule = _resize_mode(ctx)
     axes = list(ctx.attr("axes")) if "axes" in ctx.attrs else None
-    scales_const = ctx.const(2)
-    sizes_const = ctx.const_ints(3) if ctx.has_input(3) else None
     has_sizes = ctx.has_input(3)
+    sizes_const = ctx.const_ints(3) if has_sizes else None
+    scales_const = None if has_sizes or not ctx.has_input(2) else ctx.const(2)
+    if scales_const is not None:
+        scales_const = [float(v) for v in np.asarray(scales_const).reshape(-1)]
+    static = ctx.static_shape(0)
+    if static is not None and (sizes_const is not None or scales_const is not None):
+        try:
+            attrs = _resize_attrs(static, scales_const, sizes_const, axes, rule)
+        except InvalidArgumentError as exc:
+            raise Unsupported(exc.reason) from None
+        return lambda x, *_: ops.resize(x, mode=mode, **attrs)
 
     def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
         if has_sizes:
-            values = _full_axes(sizes_const if sizes_const is not None else host_ints(sizes), axes, None)
-            values = [x.shape[i] if v is None else v for i, v in enumerate(values)]
-            if values[:2] != list(x.shape[:2]):
-                raise InvalidArgumentError.make("onnx", "Resize", f"sizes {values} resize the batch or channel dims")
-            return ops.resize(x, sizes=values[2:], mode=mode)
-        raw = scales_const if scales_const is not None else scales.numpy()
-        factors = _full_axes([float(v) for v in np.asarray(raw).reshape(-1)], axes, 1.0)
-        if factors[:2] != [1.0, 1.0]:
-            raise InvalidArgumentError.make("onnx", "Resize", f"scales {factors} resize the batch or channel dims")
-        return ops.resize(x, scales=factors[2:], mode=mode)
+            given = sizes_const if sizes_const is not None else host_ints(sizes)
+            return ops.resize(x, mode=mode, **_resize_attrs(x.shape, None, given, axes, rule))
+        given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
+        return ops.resize(x, mode=mode, **_resize_attrs(x.shape, given_scales, None, axes, rule))
 
-    factors = None
-    if scales_const is not None and np.asarray(scales_const).size and not has_sizes:
-        factors = _full_axes([float(v) for v in np.asarray(scales_const).reshape(-1)], axes, 1.0)
-        if factors[:2] != [1.0, 1.0]:
-            raise Unsupported("resizing the batch or channel dims is outside the opset")
-    elif sizes_const is not None and ctx.static_shape(0) is not None:
-        shape = ctx.static_shape(0)
-        factors = [v / d if d else 0.0 for v, d in zip(_full_axes(sizes_const, axes, None) if axes else sizes_const,
-                                                       shape, strict=True) if v is not None]
-    if mode == "nearest_integer":
-        if factors is None or any(f < 1 or f != int(f) for f in factors):
-            raise Unsupported("nearest with half_pixel rounding needs constant whole upscale factors")
-        mode = "nearest"
     return run
 
 

@@ -96,8 +96,11 @@ class Session:
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
                  *, fold_batchnorm: bool = True) -> None:
         self.device: Device = _resolve_device(device)
-        proto, self._node_opsets = expand_functions(load_model(model))
-        proto = infer_shapes(proto)
+        # Strict inference validates the model as given; after function bodies are
+        # inlined, a lenient pass types what it can (an untyped value is reported).
+        proto = infer_shapes(load_model(model))
+        proto, self._node_opsets = expand_functions(proto)
+        proto = infer_shapes(proto, strict=False)
         self.opset = default_opset(proto)
         self._fold_batchnorm = fold_batchnorm
         self._slots: dict[str, int] = {"": 0}
