@@ -96,11 +96,7 @@ class Session:
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
                  *, fold_batchnorm: bool = True) -> None:
         self.device: Device = _resolve_device(device)
-        # Strict inference validates the model as given; after function bodies are
-        # inlined, a lenient pass types what it can (an untyped value is reported).
-        proto = infer_shapes(load_model(model))
-        proto, self._node_opsets = expand_functions(proto)
-        proto = infer_shapes(proto, strict=False)
+        proto = self._load(model)
         self.opset = default_opset(proto)
         self._fold_batchnorm = fold_batchnorm
         self._slots: dict[str, int] = {"": 0}
@@ -116,6 +112,24 @@ class Session:
         self._finish()
 
     # ------------------------------------------------------------- planning
+    def _load(self, model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+        """The checked model with function ops inlined and every value typed where inference can."""
+        proto = load_model(model)
+        try:
+            # Strict inference validates the model as given; after inlining, a
+            # lenient pass types what it can (nodes needing an untyped value are reported).
+            proto = infer_shapes(proto)
+            strict_failure = None
+        except InvalidArgumentError as exc:
+            strict_failure = exc  # ONNX's inference of some function ops misses attribute defaults
+        proto, self._node_opsets = expand_functions(proto)
+        if strict_failure is not None:
+            try:
+                return infer_shapes(proto)
+            except InvalidArgumentError:
+                raise strict_failure from None
+        return infer_shapes(proto, strict=False)
+
     def _slot(self, name: str) -> int:
         slot = self._slots.get(name)
         if slot is None:
