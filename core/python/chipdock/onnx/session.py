@@ -94,11 +94,11 @@ class Session:
     """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``."""
 
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
-                 *, fold_batchnorm: bool = True) -> None:
+                 *, fold_into_conv: bool = True) -> None:
         self.device: Device = _resolve_device(device)
         proto = self._load(model)
         self.opset = default_opset(proto)
-        self._fold_batchnorm = fold_batchnorm
+        self._fold_into_conv = fold_into_conv
         self._slots: dict[str, int] = {"": 0}
         self._consts: dict[int, Tensor] = {}
         self._host: dict[int, np.ndarray] = {}
@@ -231,7 +231,7 @@ class Session:
         if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
             self._fold(step)
             return
-        if node.op_type == "BatchNormalization" and self._fold_batchnorm and self._fold_bn(node, step):
+        if self._fold_into_conv and self._fold_into_producer(node, step):
             return
         for out in node.output:
             self._producer[out] = step
@@ -250,36 +250,85 @@ class Session:
             if out:
                 self._set_const(out, value)
 
-    def _fold_bn(self, node: onnx.NodeProto, step: _Step) -> bool:
-        """Folds an inference BatchNormalization into the Conv producing its input (exact up to rounding)."""
-        src = node.input[0]
-        conv = self._producer.get(src)
-        if conv is None or conv.info.op_type != "Conv" or self._uses.get(src, 0) != 1:
+    def _conv_feeding(self, name: str) -> tuple[_Step, Tensor, Tensor | None] | None:
+        """The Conv step producing ``name`` for this node alone, with its constant weight and bias."""
+        conv = self._producer.get(name)
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1:
+            return None
+        weight = self._consts.get(conv.ins[1])
+        has_bias = len(conv.ins) > 2 and conv.ins[2] != 0
+        bias = self._consts.get(conv.ins[2]) if has_bias else None
+        if weight is None or (has_bias and bias is None):
+            return None
+        return conv, weight, bias
+
+    def _fold_into_producer(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Folds an inference BatchNormalization, or a per-channel constant Mul or Add, into the Conv before it.
+
+        The folded weight and bias are computed once, with chipdock ops on the
+        device; the result equals the unfolded graph up to rounding.
+        """
+        if node.op_type == "BatchNormalization":
+            found = self._conv_feeding(node.input[0])
+            params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
+            if found is None or any(p is None for p in params):
+                return False
+            conv, weight, bias = found
+            scale, beta, mean, var = params
+            eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
+                         device=self.device)
+            factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
+            shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
+            return self._refold(conv, step, self._scaled(weight, factor), ops.add(ops.mul(shifted, factor), beta))
+        if node.op_type not in ("Mul", "Add") or len(node.input) != 2 or node.attribute:
             return False
-        params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
-        w_name = conv.info.inputs[1]
-        weight = self._consts.get(self._slots[w_name])
-        bias = self._consts.get(self._slots[conv.info.inputs[2]]) if len(conv.info.inputs) > 2 and \
-            conv.info.inputs[2] else None
-        if weight is None or any(p is None for p in params) or (len(conv.info.inputs) > 2 and conv.info.inputs[2]
-                                                                 and bias is None):
-            return False
-        scale, beta, mean, var = params
-        eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
-                     device=self.device)
-        factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
-        new_w = ops.mul(weight, ops.reshape(factor, shape=[weight.shape[0]] + [1] * (weight.ndim - 1)))
-        shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
-        new_b = ops.add(ops.mul(shifted, factor), beta)
+        for i in (0, 1):
+            found = self._conv_feeding(node.input[i])
+            other = self._consts.get(self._slots.get(node.input[1 - i], -1))
+            if found is None or other is None:
+                continue
+            conv, weight, bias = found
+            per_channel = self._per_channel(other, weight.shape[0], weight.ndim)
+            if per_channel is None:
+                return False
+            if node.op_type == "Mul":
+                new_bias = None if bias is None else ops.mul(bias, per_channel)
+                return self._refold(conv, step, self._scaled(weight, per_channel), new_bias)
+            zeros = ops.full(shape=[weight.shape[0]], value=0.0, dtype=weight.dtype, device=self.device)
+            return self._refold(conv, step, weight, ops.add(zeros if bias is None else bias, per_channel))
+        return False
+
+    @staticmethod
+    def _per_channel(value: Tensor, channels: int, rank: int) -> Tensor | None:
+        """``value`` as a 1-d tensor of 1 or ``channels`` values when it broadcasts only along the channel dim."""
+        shape = list(value.shape)
+        if len(shape) > rank:
+            return None
+        full = [1] * (rank - len(shape)) + shape
+        if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+            return None
+        return ops.reshape(value, shape=[full[1]])
+
+    @staticmethod
+    def _scaled(weight: Tensor, factor: Tensor) -> Tensor:
+        return ops.mul(weight, ops.reshape(factor, shape=[factor.shape[0]] + [1] * (weight.ndim - 1)))
+
+    def _refold(self, conv: _Step, step: _Step, weight: Tensor, bias: Tensor | None) -> bool:
+        """Points the Conv step at the new constants and at ``step``'s output."""
         base = conv.info.name
-        w_key, b_key = f"{base}/bn_folded_weight", f"{base}/bn_folded_bias"
-        self._set_const(w_key, new_w.contiguous())
-        self._set_const(b_key, new_b.contiguous())
-        out = node.output[0]
-        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", (conv.info.inputs[0], w_key, b_key), (out,))
-        conv.ins = [conv.ins[0], self._slots[w_key], self._slots[b_key]]
-        conv.outs = [self._slot(out)]
-        del self._producer[src]
+        n = len(self._consts)
+        w_key, b_key = f"{base}/folded_weight_{n}", f"{base}/folded_bias_{n}"
+        self._set_const(w_key, weight.contiguous())
+        ins = [conv.ins[0], self._slots[w_key]]
+        names = [conv.info.inputs[0], w_key]
+        if bias is not None:
+            self._set_const(b_key, bias.contiguous())
+            ins.append(self._slots[b_key])
+            names.append(b_key)
+        out = step.info.outputs[0]
+        del self._producer[conv.info.outputs[0]]
+        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", tuple(names), (out,))
+        conv.ins, conv.outs = ins, [self._slot(out)]
         self._producer[out] = conv
         return True
 
