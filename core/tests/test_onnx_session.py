@@ -108,10 +108,12 @@ def test_every_unsupported_node_is_listed_before_anything_runs():
         helper.make_node("Custom", ["r"], ["z"], name="other_domain", domain="com.example"),
         helper.make_node("Cast", ["r"], ["u"], name="cast_uint32", to=TensorProto.UINT32),
     ]
+    nodes.append(helper.make_node("Add", ["x", "bias"], ["xb"], name="fine_with_weight"))
     model = _model(
         nodes, [_vi("x", [1, 1, 4, 4]), _vi("x5", [1, 1, 2, 4, 4]), _vi("w5", [1, 1, 1, 3, 3])],
         [_vi("a", [1, 1, 4, 4]), _vi("p", [1, 1, 3, 3]), _vi("c5", [1, 1, 2, 2, 2]), _vi("z", [1]),
-         _vi("u", [1, 1, 4, 4], TensorProto.UINT32)])
+         _vi("u", [1, 1, 4, 4], TensorProto.UINT32), _vi("xb", [1, 1, 4, 4])],
+        [_init("bias", np.ones((1, 1, 4, 4), np.float32))])
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     before = chipdock.memory_stats(DEVICE)["total_allocations"]
     with pytest.raises(UnsupportedModelError) as info:

@@ -150,7 +150,21 @@ class Session:
             if v.name in self._type_problems and v.name not in inits:
                 self._errors.append((v.name, "graph input", self._type_problems[v.name]))
         for init in graph.initializer:
-            self._place_initializer(init)
+            self._types[init.name] = (onnx_to_dtype(init.data_type), tuple(init.dims))
+            if onnx_to_dtype(init.data_type) is None:
+                self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside "
+                                     "the opset"))
+        names = [node.name or f"{node.op_type}_{index}" for index, node in enumerate(graph.node)]
+        # Every node's op, attributes and types are checked before anything is
+        # placed on the device; value-dependent checks follow in the converters.
+        for node, name in zip(graph.node, names, strict=True):
+            problems = self._static_problems(node, name)
+            if problems:
+                self._errors.append((name, node.op_type, "; ".join(problems)))
+        self._unplaced = {init.name: init for init in graph.initializer} if self._errors else {}
+        if not self._errors:
+            for init in graph.initializer:
+                self._place_initializer(init)
         self.inputs = [self._value_info(v) for v in graph.input if v.name not in inits]
         self.outputs = [self._value_info(v) for v in graph.output]
         for node in graph.node:
@@ -158,22 +172,17 @@ class Session:
                 self._uses[name] = self._uses.get(name, 0) + 1
         for name in (o.name for o in graph.output):
             self._uses[name] = self._uses.get(name, 0) + 1
-        for index, node in enumerate(graph.node):
-            self._plan_node(node, node.name or f"{node.op_type}_{index}")
+        refused = {e[0] for e in self._errors}
+        for node, name in zip(graph.node, names, strict=True):
+            if name not in refused:
+                self._plan_node(node, name)
 
     def _value_info(self, v: onnx.ValueInfoProto) -> ValueInfo:
         dt, shape = self._types.get(v.name, (None, None))
         return ValueInfo(v.name, dt.numpy if dt is not None else np.dtype(object), tuple(shape or ()))
 
     def _place_initializer(self, init: onnx.TensorProto) -> None:
-        dt = onnx_to_dtype(init.data_type)
-        if dt is None:
-            self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside the "
-                                 "opset"))
-            return
-        arr = numpy_helper.to_array(init)
-        self._types[init.name] = (dt, tuple(arr.shape))
-        self._set_const(init.name, arr)
+        self._set_const(init.name, numpy_helper.to_array(init))
 
     def _set_const(self, name: str, value: np.ndarray | Tensor) -> None:
         slot = self._slot(name)
@@ -187,6 +196,8 @@ class Session:
             self._host[slot] = arr  # small integer constants are shape inputs: keep them for converters
 
     def _const_host(self, name: str) -> np.ndarray | None:
+        if name in self._unplaced:  # a refused model: only the converters' checks run, on host values
+            return numpy_helper.to_array(self._unplaced[name])
         slot = self._slots.get(name)
         if slot is None or slot not in self._consts:
             return None
@@ -194,25 +205,28 @@ class Session:
             self._host[slot] = self._consts[slot].numpy()
         return self._host[slot]
 
-    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
-        problems = []
-        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
-        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+    def _static_problems(self, node: onnx.NodeProto, name: str) -> list[str]:
+        """Why the node cannot run, from its op, domain, attributes and types alone."""
         if node.domain not in ("", "ai.onnx"):
-            problems.append(f"domain {node.domain!r} is outside the opset")
-        opset = self._node_opsets.get(name, self.opset)
-        conv = find_converter(node.op_type, opset) if not problems else None
-        if conv is None and not problems:
+            return [f"domain {node.domain!r} is outside the opset"]
+        problems = []
+        conv = find_converter(node.op_type, self._node_opsets.get(name, self.opset))
+        if conv is None:
             problems.append("unknown op (no converter and no function body)")
-        if conv is not None:
+        else:
             extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
             if extra:
                 problems.append(f"attribute(s) {', '.join(extra)} not supported")
         problems += [f"input {i!r}: {self._type_problems[i]}" for i in node.input if i in self._type_problems]
         problems += [f"output {o!r}: {self._type_problems[o]}" for o in node.output if o in self._type_problems]
-        if problems:
-            self._errors.append((name, node.op_type, "; ".join(problems)))
-            return
+        return problems
+
+    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
+        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
+        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+        opset = self._node_opsets.get(name, self.opset)
+        conv = find_converter(node.op_type, opset)
+        assert conv is not None  # _static_problems found one for every node
         ctx = NodeContext(node, opset, attribute_values(node), in_types, out_types,
                           lambda i: self._const_host(node.input[i]), self.device)
         try:
