@@ -1,0 +1,447 @@
+"""``chipdock.onnx.Session``: an ONNX model planned once, run through the dispatcher on one device.
+
+Loading checks the model, expands function ops, infers shapes, converts every
+node to a call of chipdock ops (collecting every unsupported node into one
+error before anything runs), places initializers and constant subgraphs on
+the device once (constant folding runs the same converters on the device),
+folds BatchNormalization into the Conv before it, and computes where each
+intermediate value is last used so that a run drops it right there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import ops
+from .._C import Tensor
+from .._dtypes import dtype
+from .._runtime import Device, _resolve_device
+from .._tensor import tensor
+from ..errors import InvalidArgumentError
+from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (register the converters)
+from ._registry import NodeContext, Unsupported, find_converter
+from .dtypes import onnx_to_dtype, onnx_type_name
+from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
+from .ops_tensor import Folded
+
+
+class UnsupportedModelError(InvalidArgumentError):
+    """The model has nodes outside the opset; ``nodes`` lists every one as (name, op_type, reason)."""
+
+    def __init__(self, nodes: list[tuple[str, str, str]], device: str) -> None:
+        lines = "\n".join(f"  {name} ({op_type}): {reason}" for name, op_type, reason in nodes)
+        reason = f"{len(nodes)} node(s) cannot run on the opset:\n{lines}"
+        super().__init__(f"[onnx] Session({device}): {reason}", backend="onnx", call="Session", reason=reason)
+        self.nodes = nodes
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """A graph input or output: name, NumPy dtype and shape (ints, symbolic names or None)."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One step of the executed plan."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+_TypeInfo = tuple[dtype | None, tuple[Any, ...] | None]
+
+
+def _type_info(tp: onnx.TypeProto) -> tuple[_TypeInfo, str | None]:
+    """(dtype, shape) of a value's type, and why it is outside the opset (None if it is not)."""
+    kind = tp.WhichOneof("value")
+    if kind is None:
+        return (None, None), None
+    if kind != "tensor_type":
+        return (None, None), f"{kind.replace('_type', '')} values are outside the opset"
+    tt = tp.tensor_type
+    dt = onnx_to_dtype(tt.elem_type) if tt.elem_type else None
+    if tt.elem_type and dt is None:
+        return (None, None), f"dtype {onnx_type_name(tt.elem_type)} is outside the opset"
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return (dt, shape), None
+
+
+@dataclass
+class _Step:
+    info: NodeInfo
+    fn: Any
+    ins: list[int]
+    outs: list[int]
+    frees: tuple[int, ...] = ()
+
+
+class Session:
+    """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``."""
+
+    def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
+                 *, fold_into_conv: bool = True) -> None:
+        self.device: Device = _resolve_device(device)
+        self.nodes: list[NodeInfo] = []
+        proto = self._load(model)
+        self.opset = default_opset(proto)
+        self._fold_into_conv = fold_into_conv
+        self._slots: dict[str, int] = {"": 0}
+        self._consts: dict[int, Tensor] = {}
+        self._host: dict[int, np.ndarray] = {}
+        self._producer: dict[str, _Step] = {}
+        self._uses: dict[str, int] = {}
+        self._steps: list[_Step] = []
+        self._errors: list[tuple[str, str, str]] = []
+        self._plan(proto)
+        if self._errors:
+            raise UnsupportedModelError(self._errors, str(self.device))
+        self._finish()
+
+    # ------------------------------------------------------------- planning
+    def _load(self, model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+        """The checked model with function ops inlined and every value typed where inference can."""
+        proto = load_model(model)
+        try:
+            # Strict inference validates the model as given; after inlining, a
+            # lenient pass types what it can (nodes needing an untyped value are reported).
+            proto = infer_shapes(proto)
+            strict_failure = None
+        except InvalidArgumentError as exc:
+            strict_failure = exc  # ONNX's inference of some function ops misses attribute defaults
+        proto, self._node_opsets = expand_functions(proto)
+        if strict_failure is not None:
+            try:
+                return infer_shapes(proto)
+            except InvalidArgumentError:
+                raise strict_failure from None
+        return infer_shapes(proto, strict=False)
+
+    def _slot(self, name: str) -> int:
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = self._slots[name] = len(self._slots)
+        return slot
+
+    def _plan(self, proto: onnx.ModelProto) -> None:
+        graph = proto.graph
+        self._types: dict[str, _TypeInfo] = {}
+        self._type_problems: dict[str, str] = {}
+        inits = {init.name for init in graph.initializer}
+        for v in (*graph.value_info, *graph.input, *graph.output):
+            info, problem = _type_info(v.type)
+            self._types[v.name] = info
+            if problem is not None:
+                self._type_problems[v.name] = problem
+        for v in graph.input:
+            if v.name in self._type_problems and v.name not in inits:
+                self._errors.append((v.name, "graph input", self._type_problems[v.name]))
+        for init in graph.initializer:
+            self._types[init.name] = (onnx_to_dtype(init.data_type), tuple(init.dims))
+            if onnx_to_dtype(init.data_type) is None:
+                self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside "
+                                     "the opset"))
+        names = [node.name or f"{node.op_type}_{index}" for index, node in enumerate(graph.node)]
+        # Every node's op, attributes and types are checked before anything is
+        # placed on the device; value-dependent checks follow in the converters.
+        for node, name in zip(graph.node, names, strict=True):
+            problems = self._static_problems(node, name)
+            if problems:
+                self._errors.append((name, node.op_type, "; ".join(problems)))
+        self._unplaced = {init.name: init for init in graph.initializer} if self._errors else {}
+        if not self._errors:
+            for init in graph.initializer:
+                self._place_initializer(init)
+        self.inputs = [self._value_info(v) for v in graph.input if v.name not in inits]
+        self.outputs = [self._value_info(v) for v in graph.output]
+        for node in graph.node:
+            for name in node.input:
+                self._uses[name] = self._uses.get(name, 0) + 1
+        for name in (o.name for o in graph.output):
+            self._uses[name] = self._uses.get(name, 0) + 1
+        refused = {e[0] for e in self._errors}
+        for node, name in zip(graph.node, names, strict=True):
+            if name not in refused:
+                self._plan_node(node, name)
+
+    def _value_info(self, v: onnx.ValueInfoProto) -> ValueInfo:
+        dt, shape = self._types.get(v.name, (None, None))
+        return ValueInfo(v.name, dt.numpy if dt is not None else np.dtype(object), tuple(shape or ()))
+
+    def _place_initializer(self, init: onnx.TensorProto) -> None:
+        self._set_const(init.name, numpy_helper.to_array(init))
+
+    def _set_const(self, name: str, value: np.ndarray | Tensor) -> None:
+        slot = self._slot(name)
+        if isinstance(value, Tensor):
+            self._consts[slot] = value
+            return
+        arr = np.asarray(value)
+        arr = arr if arr.flags.c_contiguous else np.array(arr, order="C")
+        self._consts[slot] = tensor(arr, device=self.device)
+        if arr.size <= 64 and arr.dtype.kind in "iub":
+            self._host[slot] = arr  # small integer constants are shape inputs: keep them for converters
+
+    def _const_host(self, name: str) -> np.ndarray | None:
+        if name in self._unplaced:  # a refused model: only the converters' checks run, on host values
+            return numpy_helper.to_array(self._unplaced[name])
+        slot = self._slots.get(name)
+        if slot is None or slot not in self._consts:
+            return None
+        if slot not in self._host:
+            self._host[slot] = self._consts[slot].numpy()
+        return self._host[slot]
+
+    def _static_problems(self, node: onnx.NodeProto, name: str) -> list[str]:
+        """Why the node cannot run, from its op, domain, attributes and types alone."""
+        if node.domain not in ("", "ai.onnx"):
+            return [f"domain {node.domain!r} is outside the opset"]
+        problems = []
+        conv = find_converter(node.op_type, self._node_opsets.get(name, self.opset))
+        if conv is None:
+            problems.append("unknown op (no converter and no function body)")
+        else:
+            extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
+            if extra:
+                problems.append(f"attribute(s) {', '.join(extra)} not supported")
+        problems += [f"input {i!r}: {self._type_problems[i]}" for i in node.input if i in self._type_problems]
+        problems += [f"output {o!r}: {self._type_problems[o]}" for o in node.output if o in self._type_problems]
+        return problems
+
+    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
+        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
+        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+        opset = self._node_opsets.get(name, self.opset)
+        conv = find_converter(node.op_type, opset)
+        assert conv is not None  # _static_problems found one for every node
+        ctx = NodeContext(node, opset, attribute_values(node), in_types, out_types,
+                          lambda i: self._const_host(node.input[i]), self.device)
+        try:
+            fn = conv.fn(ctx)
+        except Unsupported as exc:
+            self._errors.append((name, node.op_type, str(exc)))
+            return
+        if self._errors:
+            return  # the model is already refused: nothing more to run or fold
+        if isinstance(fn, Folded):
+            for out, value in zip(node.output, fn.values, strict=False):
+                self._set_const(out, value)
+            return
+        info = NodeInfo(name, node.op_type, tuple(node.input), tuple(node.output))
+        step = _Step(info, fn, [self._slot(i) for i in node.input], [self._slot(o) for o in node.output])
+        if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
+            self._fold(step)
+            return
+        if self._fold_into_conv and self._fold_into_producer(node, step):
+            return
+        for out in node.output:
+            self._producer[out] = step
+        self._steps.append(step)
+
+    def _fold(self, step: _Step) -> None:
+        """Runs a node whose inputs are all constants now, on the device; its outputs become constants."""
+        args = [self._consts.get(s) if s else None for s in step.ins]
+        try:
+            result = step.fn(*args)
+        except Exception as exc:  # noqa: BLE001 - reported as the node's problem
+            self._errors.append((step.info.name, step.info.op_type, f"failed at load time: {exc}"))
+            return
+        results = result if isinstance(result, tuple | list) else (result,)
+        for out, value in zip(step.info.outputs, results, strict=False):
+            if out:
+                self._set_const(out, value)
+
+    def _conv_feeding(self, name: str) -> tuple[_Step, Tensor, Tensor | None] | None:
+        """The Conv step producing ``name`` for this node alone, with its constant weight and bias."""
+        conv = self._producer.get(name)
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1:
+            return None
+        weight = self._consts.get(conv.ins[1])
+        has_bias = len(conv.ins) > 2 and conv.ins[2] != 0
+        bias = self._consts.get(conv.ins[2]) if has_bias else None
+        if weight is None or (has_bias and bias is None):
+            return None
+        return conv, weight, bias
+
+    def _fold_into_producer(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Folds an inference BatchNormalization, or a per-channel constant Mul or Add, into the Conv before it.
+
+        The folded weight and bias are computed once, with chipdock ops on the
+        device; the result equals the unfolded graph up to rounding.
+        """
+        if node.op_type == "BatchNormalization":
+            found = self._conv_feeding(node.input[0])
+            params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
+            if found is None or any(p is None for p in params):
+                return False
+            conv, weight, bias = found
+            scale, beta, mean, var = params
+            eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
+                         device=self.device)
+            factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
+            shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
+            return self._refold(conv, step, self._scaled(weight, factor), ops.add(ops.mul(shifted, factor), beta))
+        if node.op_type not in ("Mul", "Add") or len(node.input) != 2 or node.attribute:
+            return False
+        for i in (0, 1):
+            found = self._conv_feeding(node.input[i])
+            other = self._consts.get(self._slots.get(node.input[1 - i], -1))
+            if found is None or other is None:
+                continue
+            conv, weight, bias = found
+            per_channel = self._per_channel(other, weight.shape[0], weight.ndim)
+            if per_channel is None:
+                return False
+            if node.op_type == "Mul":
+                new_bias = None if bias is None else ops.mul(bias, per_channel)
+                return self._refold(conv, step, self._scaled(weight, per_channel), new_bias)
+            zeros = ops.full(shape=[weight.shape[0]], value=0.0, dtype=weight.dtype, device=self.device)
+            return self._refold(conv, step, weight, ops.add(zeros if bias is None else bias, per_channel))
+        return False
+
+    @staticmethod
+    def _per_channel(value: Tensor, channels: int, rank: int) -> Tensor | None:
+        """``value`` as a 1-d tensor of 1 or ``channels`` values when it broadcasts only along the channel dim."""
+        shape = list(value.shape)
+        if len(shape) > rank:
+            return None
+        full = [1] * (rank - len(shape)) + shape
+        if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+            return None
+        return ops.reshape(value, shape=[full[1]])
+
+    @staticmethod
+    def _scaled(weight: Tensor, factor: Tensor) -> Tensor:
+        return ops.mul(weight, ops.reshape(factor, shape=[factor.shape[0]] + [1] * (weight.ndim - 1)))
+
+    def _refold(self, conv: _Step, step: _Step, weight: Tensor, bias: Tensor | None) -> bool:
+        """Points the Conv step at the new constants and at ``step``'s output."""
+        base = conv.info.name
+        n = len(self._consts)
+        w_key, b_key = f"{base}/folded_weight_{n}", f"{base}/folded_bias_{n}"
+        self._set_const(w_key, weight.contiguous())
+        ins = [conv.ins[0], self._slots[w_key]]
+        names = [conv.info.inputs[0], w_key]
+        if bias is not None:
+            self._set_const(b_key, bias.contiguous())
+            ins.append(self._slots[b_key])
+            names.append(b_key)
+        out = step.info.outputs[0]
+        del self._producer[conv.info.outputs[0]]
+        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", tuple(names), (out,))
+        conv.ins, conv.outs = ins, [self._slot(out)]
+        self._producer[out] = conv
+        return True
+
+    def _finish(self) -> None:
+        """Liveness: each step drops the values it was the last to read (graph outputs are kept)."""
+        keep = {self._slots[o.name] for o in self.outputs if o.name in self._slots} | set(self._consts) | {0}
+        last: dict[int, int] = {}
+        for index, step in enumerate(self._steps):
+            for s in step.ins:
+                last[s] = index
+            for s in step.outs:
+                last.setdefault(s, index)  # produced and never read: dropped at once
+        frees: dict[int, list[int]] = {}
+        for slot, index in last.items():
+            if slot not in keep:
+                frees.setdefault(index, []).append(slot)
+        for index, step in enumerate(self._steps):
+            step.frees = tuple(frees.get(index, ()))
+        self.nodes = [s.info for s in self._steps]
+        self._input_slots = [self._slot(v.name) for v in self.inputs]
+        self._template: list[Any] = [None] * len(self._slots)
+        for slot, value in self._consts.items():
+            self._template[slot] = value
+        self._program = [(s.fn, s.ins, s.outs, s.frees, len(s.outs) == 1) for s in self._steps]
+        missing = [o.name for o in self.outputs if o.name not in self._slots]
+        if missing:
+            raise InvalidArgumentError.make("onnx", "Session", f"graph outputs {missing} are produced by no node")
+        self._output_slots = {o.name: self._slots[o.name] for o in self.outputs}
+
+    # ------------------------------------------------------------------ run
+    def _feed(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[Any]:
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - {v.name for v in self.inputs})
+            if unknown:
+                raise InvalidArgumentError.make("onnx", "Session.run", f"unknown input(s) {unknown}; the model takes "
+                                                f"{[v.name for v in self.inputs]}")
+            missing = [v.name for v in self.inputs if v.name not in inputs]
+            if missing:
+                raise InvalidArgumentError.make("onnx", "Session.run", f"missing input(s) {missing}")
+            values = [inputs[v.name] for v in self.inputs]
+        else:
+            values = list(inputs)
+            if len(values) != len(self.inputs):
+                raise InvalidArgumentError.make(
+                    "onnx", "Session.run", f"{len(values)} input(s) given; the model takes {len(self.inputs)} "
+                    f"({[v.name for v in self.inputs]})")
+        env = list(self._template)
+        for info, slot, value in zip(self.inputs, self._input_slots, values, strict=True):
+            env[slot] = self._to_device(info, value)
+        return env
+
+    def _to_device(self, info: ValueInfo, value: Any) -> Tensor:
+        arr = np.asarray(value)
+        if arr.dtype != info.dtype:
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"input {info.name!r} is {arr.dtype}; the model expects {info.dtype}")
+        if info.shape and (arr.ndim != len(info.shape) or any(
+                isinstance(d, int) and d != n for d, n in zip(info.shape, arr.shape, strict=True))):
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"input {info.name!r} has shape {arr.shape}; the model expects "
+                f"{tuple(d if isinstance(d, int) else '?' for d in info.shape)}")
+        return tensor(arr, device=self.device)
+
+    def _execute(self, env: list[Any], keep_all: bool = False) -> list[Any]:
+        for fn, ins, outs, frees, single in self._program:
+            result = fn(*[env[i] if i else None for i in ins])
+            if single:
+                env[outs[0]] = result
+            else:
+                for slot, value in zip(outs, result, strict=False):
+                    env[slot] = value
+            if not keep_all:
+                for slot in frees:
+                    env[slot] = None
+        return env
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+            output_names: Sequence[str] | None = None) -> list[np.ndarray]:
+        """Runs the model; returns the outputs (all, or ``output_names``) as NumPy arrays."""
+        names = list(output_names) if output_names is not None else list(self._output_slots)
+        unknown = [n for n in names if n not in self._output_slots]
+        if unknown:
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"unknown output(s) {unknown}; the model has {list(self._output_slots)}")
+        env = self._execute(self._feed(inputs))
+        return [env[self._output_slots[n]].numpy() for n in names]
+
+    def run_with_intermediates(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """Every value a node of the plan produces, plus the graph outputs, as host copies in plan order."""
+        env = self._execute(self._feed(inputs), keep_all=True)
+        out: dict[str, np.ndarray] = {}
+        for step in self._steps:
+            for name, slot in zip(step.info.outputs, step.outs, strict=True):
+                if name and env[slot] is not None:
+                    out[name] = env[slot].numpy()
+        for name, slot in self._output_slots.items():
+            out.setdefault(name, env[slot].numpy())
+        return out
+
+    def __repr__(self) -> str:
+        return f"Session({len(self.nodes)} nodes, {len(self._consts)} constants, device={self.device})"
