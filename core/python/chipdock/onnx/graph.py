@@ -1,0 +1,168 @@
+"""Loading an ONNX model: checks, function expansion and shape inference.
+
+Ops without a converter whose schema defines a function body (Elu, Softplus,
+ReduceL2, CastLike...) are replaced by that body, so that they run through
+the converters of the ops they are made of rather than a second
+implementation. Shape inference then gives every value its dtype and shape.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import onnx
+from onnx import defs, shape_inference
+
+from ..errors import InvalidArgumentError
+from ._registry import find_converter
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_MAX_EXPANSION_ROUNDS = 8
+
+
+def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+    """The model, checked with onnx.checker (a path is loaded with its external data)."""
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+    elif isinstance(model, str | os.PathLike):
+        try:
+            proto = onnx.load(os.fspath(model))
+        except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:  # type: ignore[attr-defined]
+            raise InvalidArgumentError.make("onnx", "Session", f"cannot load {os.fspath(model)!r}: {exc}") from None
+    else:
+        raise InvalidArgumentError.make(
+            "onnx", "Session", f"expected a path or an onnx.ModelProto, got {type(model).__name__}")
+    try:
+        onnx.checker.check_model(proto)
+    except onnx.checker.ValidationError as exc:
+        raise InvalidArgumentError.make("onnx", "Session", f"the model is invalid: {exc}") from None
+    return proto
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for imp in model.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return 1
+
+
+def infer_shapes(model: onnx.ModelProto, strict: bool = True) -> onnx.ModelProto:
+    """Shape inference, strict (type errors raise) with data propagation for Shape -> Reshape chains."""
+    try:
+        return shape_inference.infer_shapes(model, check_type=True, strict_mode=strict, data_prop=True)
+    except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        raise InvalidArgumentError.make("onnx", "Session", f"shape inference failed: {exc}") from None
+
+
+def _types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    g = model.graph
+    out = {v.name: v.type for v in (*g.input, *g.value_info, *g.output)}
+    for init in g.initializer:
+        out.setdefault(init.name, onnx.helper.make_tensor_type_proto(init.data_type, list(init.dims)))
+    return out
+
+
+def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+    try:
+        schema = defs.get_schema(node.op_type, version, node.domain or "")
+    except defs.SchemaError:
+        return None
+    if schema.has_function:
+        versions = [v for v in schema.function_opset_versions if v <= version]
+        if not versions:
+            return None
+        body = onnx.FunctionProto()
+        body.ParseFromString(schema.get_function_with_opset_version(max(versions)))
+        return body
+    if schema.has_context_dependent_function:
+        versions = [v for v in schema.context_dependent_function_opset_versions if v <= version]
+        if not versions:
+            return None
+        inputs = []
+        for name in node.input:
+            tp = types.get(name) if name else None
+            inputs.append((tp or onnx.TypeProto()).SerializeToString())
+        try:
+            raw = schema.get_context_dependent_function_with_opset_version(
+                max(versions), node.SerializeToString(), inputs)
+        except Exception:  # noqa: BLE001 - the builder refuses inputs it cannot type: no body then
+            return None
+        if not raw:
+            return None
+        body = onnx.FunctionProto()
+        body.ParseFromString(raw)
+        return body
+    return None
+
+
+def _inline(node: onnx.NodeProto, body: onnx.FunctionProto, prefix: str) -> list[onnx.NodeProto]:
+    """The body's nodes with formal names bound to the node's values and attributes substituted."""
+    rename = {formal: (node.input[i] if i < len(node.input) else "") for i, formal in enumerate(body.input)}
+    rename.update({formal: (node.output[i] if i < len(node.output) else "") for i, formal in enumerate(body.output)})
+    given = {a.name: a for a in node.attribute}
+    defaults = {a.name: a for a in body.attribute_proto}
+    out = []
+    for k, inner in enumerate(body.node):
+        new = onnx.NodeProto()
+        new.CopyFrom(inner)
+        new.name = f"{prefix}/{inner.name or inner.op_type + str(k)}"
+        for seq in (new.input, new.output):
+            for i, name in enumerate(seq):
+                if name:
+                    seq[i] = rename.setdefault(name, f"{prefix}/{name}")
+        attrs = []
+        for a in new.attribute:
+            if a.ref_attr_name:
+                src = given.get(a.ref_attr_name) or defaults.get(a.ref_attr_name)
+                if src is None:
+                    continue  # an unset optional attribute of the caller
+                bound = onnx.AttributeProto()
+                bound.CopyFrom(src)
+                bound.name = a.name
+                attrs.append(bound)
+            else:
+                attrs.append(a)
+        del new.attribute[:]
+        new.attribute.extend(attrs)
+        out.append(new)
+    return out
+
+
+def expand_functions(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replaces nodes without a converter by their schema's function body, until none is left."""
+    version = default_opset(model)
+    for _ in range(_MAX_EXPANSION_ROUNDS):
+        targets = [n for n in model.graph.node
+                   if n.domain in _DEFAULT_DOMAINS and find_converter(n.op_type, version) is None]
+        if not targets:
+            break
+        types = _types(shape_inference.infer_shapes(model, check_type=False, strict_mode=False))
+        nodes: list[onnx.NodeProto] = []
+        changed = False
+        for idx, node in enumerate(model.graph.node):
+            body = None
+            if node.domain in _DEFAULT_DOMAINS and find_converter(node.op_type, version) is None:
+                body = _function_body(node, version, types)
+            if body is None:
+                nodes.append(node)
+                continue
+            nodes.extend(_inline(node, body, f"{node.name or node.op_type + '_' + str(idx)}"))
+            changed = True
+        if not changed:
+            break
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return model
+
+
+def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
+    """The node's attributes as Python values (strings decoded)."""
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        value = onnx.helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8")
+        out[a.name] = value
+    return out

@@ -1,0 +1,427 @@
+"""Converters of the ONNX shape, data-movement, reduction and constant ops.
+
+Shape-like inputs (Reshape's shape, Slice's starts, ...) are read at load
+time when they are constants; otherwise the kernel reads the small tensor
+back to the host when it runs (a dynamic shape input).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+from onnx import numpy_helper
+
+from .. import ops
+from .._tensor import tensor
+from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
+from .dtypes import onnx_to_dtype
+
+
+class Folded:
+    """A converter's answer for a node whose outputs are known at load time (e.g. Shape of a static input)."""
+
+    def __init__(self, *values: np.ndarray) -> None:
+        self.values = values
+
+
+def host_ints(t: Any) -> list[int]:
+    """A small integer tensor's values on the host (a dynamic shape input)."""
+    return [int(v) for v in t.numpy().reshape(-1)]
+
+
+def _ints_input(ctx: NodeContext, i: int) -> list[int] | None:
+    """Input ``i`` as a list of ints when constant, None when it is only known at run time."""
+    if not ctx.has_input(i):
+        return None
+    if ctx.dtype(i).is_floating:
+        raise Unsupported(f"input {ctx.inputs[i]!r} must be an integer tensor")
+    return ctx.const_ints(i)
+
+
+def _norm_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+# ------------------------------------------------------------------ reshaping
+
+
+def _reshape_target(shape: list[int], target: list[int], allowzero: bool) -> list[int]:
+    if allowzero:
+        return target
+    return [shape[i] if d == 0 else d for i, d in enumerate(target)]
+
+
+@converter("Reshape", attributes=("allowzero", "shape", "consumed_inputs"))
+def _reshape(ctx: NodeContext) -> Kernel:
+    allowzero = bool(ctx.attr("allowzero", 0))
+    if ctx.opset < 5:
+        target = list(ctx.attr("shape"))
+    else:
+        target = _ints_input(ctx, 1)
+    if target is not None and 0 not in target:
+        return functools.partial(_reshape_fixed, shape=target)
+    if target is not None:
+        return lambda x, *_: ops.reshape(x, shape=_reshape_target(list(x.shape), target, allowzero))
+    return lambda x, s: ops.reshape(x, shape=_reshape_target(list(x.shape), host_ints(s), allowzero))
+
+
+def _reshape_fixed(x: Any, *_: Any, shape: list[int]) -> Any:
+    return ops.reshape(x, shape=shape)
+
+
+@converter("Flatten", attributes=("axis",))
+def _flatten(ctx: NodeContext) -> Kernel:
+    rank = ctx.rank(0)
+    if rank is None:
+        raise Unsupported("the input's rank is unknown after shape inference")
+    axis = _norm_axis(int(ctx.attr("axis", 1)), rank)
+
+    def run(x: Any) -> Any:
+        shape = x.shape
+        return ops.reshape(x, shape=[math.prod(shape[:axis]), math.prod(shape[axis:])])
+
+    return run
+
+
+def _axes(ctx: NodeContext, input_index: int, since_input: int) -> list[int] | None:
+    """Axes from the attribute (before ``since_input``) or the input; None when dynamic."""
+    if ctx.opset < since_input:
+        return list(ctx.attr("axes", []))
+    if not ctx.has_input(input_index):
+        return []
+    return _ints_input(ctx, input_index)
+
+
+@converter("Squeeze", attributes=("axes",))
+def _squeeze(ctx: NodeContext) -> Kernel:
+    axes = _axes(ctx, 1, 13)
+    if axes is None:
+        raise Unsupported("Squeeze with dynamic axes (dynamic shape input)")
+
+    def run(x: Any, *_: Any) -> Any:
+        rank = x.ndim
+        drop = {_norm_axis(a, rank) for a in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
+        return ops.reshape(x, shape=[d for i, d in enumerate(x.shape) if i not in drop])
+
+    return run
+
+
+@converter("Unsqueeze", attributes=("axes",))
+def _unsqueeze(ctx: NodeContext) -> Kernel:
+    axes = _axes(ctx, 1, 13)
+    if axes is None:
+        raise Unsupported("Unsqueeze with dynamic axes (dynamic shape input)")
+
+    def run(x: Any, *_: Any) -> Any:
+        rank = x.ndim + len(axes)
+        new = sorted(_norm_axis(a, rank) for a in axes)
+        shape = list(x.shape)
+        for a in new:
+            shape.insert(a, 1)
+        return ops.reshape(x, shape=shape)
+
+    return run
+
+
+@converter("Identity")
+def _identity(ctx: NodeContext) -> Kernel:
+    return lambda x: x
+
+
+@converter("Transpose", attributes=("perm",))
+def _transpose(ctx: NodeContext) -> Kernel:
+    return functools.partial(ops.transpose, perm=list(ctx.attr("perm", [])))
+
+
+@converter("Expand")
+def _expand(ctx: NodeContext) -> Kernel:
+    target = _ints_input(ctx, 1)
+
+    def run(x: Any, s: Any) -> Any:
+        # ONNX Expand broadcasts both ways: dims of 1 in `shape` keep x's.
+        return ops.expand(x, shape=list(np.broadcast_shapes(tuple(x.shape), tuple(target or host_ints(s)))))
+
+    return run
+
+
+@converter("Concat", attributes=("axis",))
+def _concat(ctx: NodeContext) -> Kernel:
+    axis = int(ctx.attr("axis", 1 if ctx.opset < 4 else 0))
+    return lambda *xs: ops.concat(xs, axis=axis)
+
+
+@converter("Split", attributes=("axis", "split", "num_outputs"))
+def _split(ctx: NodeContext) -> Kernel:
+    axis = int(ctx.attr("axis", 0))
+    count = len(ctx.outputs)
+    if ctx.opset < 13:
+        sizes = list(ctx.attr("split", [])) or (ctx.const_ints(1) if ctx.has_input(1) else None)
+    else:
+        sizes = _ints_input(ctx, 1) if ctx.has_input(1) else None
+        if ctx.has_input(1) and sizes is None:
+            raise Unsupported("Split with dynamic sizes (dynamic shape input)")
+
+    def run(x: Any, *_: Any) -> Any:
+        if sizes:
+            return ops.split(x, axis=axis, sizes=sizes)
+        # Equal pieces; from opset 18 the last one may be smaller.
+        dim = x.shape[_norm_axis(axis, x.ndim)]
+        size = -(-dim // count)
+        return ops.split(x, axis=axis, sizes=[size] * (count - 1) + [dim - size * (count - 1)])
+
+    return run
+
+
+@converter("Slice", attributes=("starts", "ends", "axes"))
+def _slice(ctx: NodeContext) -> Kernel:
+    if ctx.opset < 10:
+        starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
+        axes = list(ctx.attr("axes", range(len(starts))))
+        return functools.partial(_slice_static, starts=starts, ends=ends, axes=axes, steps=[1] * len(starts))
+    params = [_ints_input(ctx, i) for i in range(1, 5)]
+    if all(p is not None or not ctx.has_input(i + 1) for i, p in enumerate(params)):
+        starts, ends, axes, steps = params
+        axes = axes if axes is not None else list(range(len(starts)))
+        return functools.partial(_slice_static, starts=starts, ends=ends, axes=axes, steps=steps or [1] * len(starts))
+
+    def run(x: Any, *args: Any) -> Any:
+        values = [p if p is not None else (host_ints(a) if a is not None else None)
+                  for p, a in zip(params, list(args) + [None] * (4 - len(args)), strict=True)]
+        starts, ends, axes, steps = values
+        axes = axes if axes is not None else list(range(len(starts)))
+        return _slice_static(x, starts=starts, ends=ends, axes=axes, steps=steps or [1] * len(starts))
+
+    return run
+
+
+_BIG = 2**62
+
+
+def _slice_static(x: Any, *_: Any, starts: list[int], ends: list[int], axes: list[int], steps: list[int]) -> Any:
+    # ONNX bounds are clamped like Python slices; INT64 extremes stay inside the
+    # int64 range of the attributes by clamping them first.
+    rank = x.ndim
+    clamp = [max(min(v, _BIG), -_BIG) for v in ends]
+    return ops.slice(x, starts=[max(min(v, _BIG), -_BIG) for v in starts], ends=clamp,
+                     axes=[_norm_axis(a, rank) for a in axes], steps=steps)
+
+
+@converter("Gather", attributes=("axis",))
+def _gather(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("gather", 1, "I")
+    return functools.partial(ops.gather, axis=int(ctx.attr("axis", 0)))
+
+
+@converter("GatherElements", attributes=("axis",))
+def _gather_elements(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("gather_elements", 1, "I")
+    return functools.partial(ops.gather_elements, axis=int(ctx.attr("axis", 0)))
+
+
+@converter("ScatterElements", "Scatter", attributes=("axis", "reduction"))
+def _scatter(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("scatter", 1, "I")
+    reduction = ctx.attr("reduction", "none")
+    if reduction not in ("none", "add", "mul", "max", "min"):
+        raise Unsupported(f"reduction={reduction!r} is outside the opset")
+    return functools.partial(ops.scatter, axis=int(ctx.attr("axis", 0)), reduction=reduction)
+
+
+@converter("Pad", attributes=("mode", "pads", "paddings", "value"))
+def _pad(ctx: NodeContext) -> Kernel:
+    mode = ctx.attr("mode", "constant")
+    if mode not in ("constant", "reflect", "edge"):
+        raise Unsupported(f"mode={mode!r} is outside the opset")
+    rank = ctx.rank(0)
+    if rank is None:
+        raise Unsupported("the input's rank is unknown after shape inference")
+    if ctx.opset < 11:
+        pads = list(ctx.attr("pads", ctx.attr("paddings", [])))
+        value: float | None = float(ctx.attr("value", 0.0))
+        axes: list[int] | None = list(range(rank))
+    else:
+        pads = _ints_input(ctx, 1)
+        value = 0.0
+        if ctx.has_input(2):
+            v = ctx.const(2)
+            value = None if v is None else float(np.asarray(v).reshape(-1)[0]) if np.asarray(v).size else 0.0
+        axes = list(range(rank)) if not ctx.has_input(3) else _ints_input(ctx, 3)
+    if pads is not None and min(pads, default=0) < 0:
+        raise Unsupported("negative pads are outside the opset")
+
+    def run(x: Any, p: Any = None, v: Any = None, a: Any = None) -> Any:
+        amounts = pads if pads is not None else host_ints(p)
+        fill = value if value is not None else float(v.numpy().reshape(-1)[0])
+        ax = [_norm_axis(i, rank) for i in (axes if axes is not None else host_ints(a))]
+        full = [0] * (2 * rank)
+        for j, axis in enumerate(ax):
+            full[axis], full[rank + axis] = amounts[j], amounts[len(ax) + j]
+        return ops.pad(x, pads=full, mode=mode, value=fill)
+
+    return run
+
+
+@converter("Tile", attributes=("tiles", "axis"))
+def _tile(ctx: NodeContext) -> Kernel:
+    if ctx.opset < 6:
+        raise Unsupported("Tile before opset 6 is not supported")
+    repeats = _ints_input(ctx, 1)
+    return lambda x, r: ops.tile(x, repeats=repeats if repeats is not None else host_ints(r))
+
+
+@converter("DepthToSpace", "SpaceToDepth", attributes=("blocksize", "mode"))
+def _depth_space(ctx: NodeContext) -> Kernel:
+    ctx.require_rank(0, 4)
+    b = int(ctx.attr("blocksize"))
+    mode = ctx.attr("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise Unsupported(f"mode={mode!r} is not an ONNX value")
+
+    def depth_to_space(x: Any) -> Any:
+        n, c, h, w = x.shape
+        if mode == "DCR":
+            t = ops.transpose(ops.reshape(x, shape=[n, b, b, c // (b * b), h, w]), perm=[0, 3, 4, 1, 5, 2])
+        else:
+            t = ops.transpose(ops.reshape(x, shape=[n, c // (b * b), b, b, h, w]), perm=[0, 1, 4, 2, 5, 3])
+        return ops.reshape(t, shape=[n, c // (b * b), h * b, w * b])
+
+    def space_to_depth(x: Any) -> Any:
+        n, c, h, w = x.shape
+        t = ops.transpose(ops.reshape(x, shape=[n, c, h // b, b, w // b, b]), perm=[0, 3, 5, 1, 2, 4])
+        return ops.reshape(t, shape=[n, c * b * b, h // b, w // b])
+
+    return depth_to_space if ctx.op_type == "DepthToSpace" else space_to_depth
+
+
+# ------------------------------------------------------------------ reductions
+
+_REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
+
+
+@converter(*_REDUCE, attributes=("axes", "keepdims", "noop_with_empty_axes"))
+def _reduce(ctx: NodeContext) -> Kernel:
+    op = _REDUCE[ctx.op_type]
+    ctx.require_dtype(op, 0)
+    since_input = 13 if ctx.op_type == "ReduceSum" else 18
+    axes = _axes(ctx, 1, since_input)
+    keepdims = bool(ctx.attr("keepdims", 1))
+    noop = bool(ctx.attr("noop_with_empty_axes", 0))
+    fn = getattr(ops, op)
+    if axes is not None:
+        if not axes and noop:
+            return lambda x, *_: x
+        return lambda x, *_: fn(x, axes=axes, keepdims=keepdims)
+
+    def run(x: Any, a: Any) -> Any:
+        values = host_ints(a)
+        if not values and noop:
+            return x
+        return fn(x, axes=values, keepdims=keepdims)
+
+    return run
+
+
+@converter("ArgMax", "ArgMin", attributes=("axis", "keepdims", "select_last_index"))
+def _arg(ctx: NodeContext) -> Kernel:
+    op = ctx.op_type.lower()
+    ctx.require_dtype(op, 0)
+    if ctx.attr("select_last_index", 0):
+        raise Unsupported("select_last_index=1 is outside the opset (the first index is returned)")
+    return functools.partial(getattr(ops, op), axis=int(ctx.attr("axis", 0)), keepdims=bool(ctx.attr("keepdims", 1)))
+
+
+@converter("CumSum", attributes=("exclusive", "reverse"))
+def _cumsum(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("cumsum", 0)
+    axis = _ints_input(ctx, 1)
+    exclusive, reverse = bool(ctx.attr("exclusive", 0)), bool(ctx.attr("reverse", 0))
+    return lambda x, a: ops.cumsum(x, axis=axis[0] if axis is not None else host_ints(a)[0],
+                                   exclusive=exclusive, reverse=reverse)
+
+
+@converter("TopK", attributes=("axis", "largest", "sorted", "k"))
+def _topk(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("topk", 0)
+    k = [int(ctx.attr("k"))] if ctx.opset < 10 else _ints_input(ctx, 1)
+    axis = int(ctx.attr("axis", -1))
+    largest, is_sorted = bool(ctx.attr("largest", 1)), bool(ctx.attr("sorted", 1))
+    return lambda x, kk=None: ops.topk(x, k=k[0] if k is not None else host_ints(kk)[0], axis=axis,
+                                       largest=largest, sorted=is_sorted)
+
+
+# ------------------------------------------------------------------ constants
+
+
+@converter("Shape", attributes=("start", "end"))
+def _shape(ctx: NodeContext) -> Kernel | Folded:
+    start, end = ctx.attr("start", 0), ctx.attr("end", None)
+    static = ctx.static_shape(0)
+    if static is not None:
+        return Folded(np.array(static[start:end], dtype=np.int64))
+    return lambda x: tensor(np.array(x.shape[start:end], dtype=np.int64), device=x.device)
+
+
+@converter("Size")
+def _size(ctx: NodeContext) -> Kernel | Folded:
+    static = ctx.static_shape(0)
+    if static is not None:
+        return Folded(np.array(math.prod(static), dtype=np.int64))
+    return lambda x: tensor(np.array(x.numel(), dtype=np.int64), device=x.device)
+
+
+def constant_value(ctx: NodeContext) -> np.ndarray:
+    """The value of a Constant node's attribute (outside the opset: Unsupported)."""
+    attrs = ctx.attrs
+    if "value" in attrs:
+        value = attrs["value"]
+        if onnx_to_dtype(value.data_type) is None:
+            raise Unsupported(f"a constant of ONNX type {value.data_type} is outside the opset")
+        return numpy_helper.to_array(value)
+    if "value_float" in attrs:
+        return np.array(attrs["value_float"], dtype=np.float32)
+    if "value_floats" in attrs:
+        return np.array(attrs["value_floats"], dtype=np.float32)
+    if "value_int" in attrs:
+        return np.array(attrs["value_int"], dtype=np.int64)
+    if "value_ints" in attrs:
+        return np.array(attrs["value_ints"], dtype=np.int64)
+    raise Unsupported(f"constant attribute {', '.join(attrs) or '(none)'} is outside the opset (strings, sparse)")
+
+
+@converter("Constant", attributes=("value", "value_float", "value_floats", "value_int", "value_ints"))
+def _constant(ctx: NodeContext) -> Folded:
+    return Folded(constant_value(ctx))
+
+
+@converter("ConstantOfShape", attributes=("value",))
+def _constant_of_shape(ctx: NodeContext) -> Kernel:
+    value = ctx.attr("value")
+    arr = numpy_helper.to_array(value) if value is not None else np.zeros(1, np.float32)
+    if value is not None and onnx_to_dtype(value.data_type) is None:
+        raise Unsupported(f"a value of ONNX type {value.data_type} is outside the opset")
+    dt = dtype_of_numpy(arr)
+    fill = arr.reshape(-1)[0].item()
+    if not dt.is_floating and abs(fill) > 2**53:
+        raise Unsupported("an integer fill value beyond 2**53 does not survive the opset's float attribute")
+    shape = _ints_input(ctx, 0)
+    return lambda s: ops.full(shape=shape if shape is not None else host_ints(s), value=float(fill), dtype=dt,
+                              device=s.device)
+
+
+@converter("Range")
+def _range(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("arange", 0)
+    consts = [ctx.const(i) for i in range(3)]
+
+    def value(i: int, t: Any) -> float:
+        v = consts[i] if consts[i] is not None else t.numpy()
+        return float(np.asarray(v).reshape(-1)[0])
+
+    def run(start: Any, limit: Any, delta: Any) -> Any:
+        return ops.arange(start=value(0, start), limit=value(1, limit), delta=value(2, delta), dtype=dt,
+                          device=start.device)
+
+    return run

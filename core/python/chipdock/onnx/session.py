@@ -1,0 +1,363 @@
+"""``chipdock.onnx.Session``: an ONNX model planned once, run through the dispatcher on one device.
+
+Loading checks the model, expands function ops, infers shapes, converts every
+node to a call of chipdock ops (collecting every unsupported node into one
+error before anything runs), places initializers and constant subgraphs on
+the device once (constant folding runs the same converters on the device),
+folds BatchNormalization into the Conv before it, and computes where each
+intermediate value is last used so that a run drops it right there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import ops
+from .._C import Tensor
+from .._dtypes import dtype
+from .._runtime import Device, _resolve_device
+from .._tensor import tensor
+from ..errors import InvalidArgumentError
+from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (register the converters)
+from ._registry import NodeContext, Unsupported, find_converter
+from .dtypes import onnx_to_dtype, onnx_type_name
+from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
+from .ops_tensor import Folded
+
+
+class UnsupportedModelError(InvalidArgumentError):
+    """The model has nodes outside the opset; ``nodes`` lists every one as (name, op_type, reason)."""
+
+    def __init__(self, nodes: list[tuple[str, str, str]], device: str) -> None:
+        lines = "\n".join(f"  {name} ({op_type}): {reason}" for name, op_type, reason in nodes)
+        reason = f"{len(nodes)} node(s) cannot run on the opset:\n{lines}"
+        super().__init__(f"[onnx] Session({device}): {reason}", backend="onnx", call="Session", reason=reason)
+        self.nodes = nodes
+
+
+@dataclass(frozen=True)
+class ValueInfo:
+    """A graph input or output: name, NumPy dtype and shape (ints, symbolic names or None)."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One step of the executed plan."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+_TypeInfo = tuple[dtype | None, tuple[Any, ...] | None]
+
+
+def _type_info(tp: onnx.TypeProto) -> tuple[_TypeInfo, str | None]:
+    """(dtype, shape) of a value's type, and why it is outside the opset (None if it is not)."""
+    kind = tp.WhichOneof("value")
+    if kind is None:
+        return (None, None), None
+    if kind != "tensor_type":
+        return (None, None), f"{kind.replace('_type', '')} values are outside the opset"
+    tt = tp.tensor_type
+    dt = onnx_to_dtype(tt.elem_type) if tt.elem_type else None
+    if tt.elem_type and dt is None:
+        return (None, None), f"dtype {onnx_type_name(tt.elem_type)} is outside the opset"
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return (dt, shape), None
+
+
+@dataclass
+class _Step:
+    info: NodeInfo
+    fn: Any
+    ins: list[int]
+    outs: list[int]
+    frees: tuple[int, ...] = ()
+
+
+class Session:
+    """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``."""
+
+    def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
+                 *, fold_batchnorm: bool = True) -> None:
+        self.device: Device = _resolve_device(device)
+        proto = expand_functions(load_model(model))
+        proto = infer_shapes(proto)
+        self.opset = default_opset(proto)
+        self._fold_batchnorm = fold_batchnorm
+        self._slots: dict[str, int] = {"": 0}
+        self._consts: dict[int, Tensor] = {}
+        self._host: dict[int, np.ndarray] = {}
+        self._producer: dict[str, _Step] = {}
+        self._uses: dict[str, int] = {}
+        self._steps: list[_Step] = []
+        self._errors: list[tuple[str, str, str]] = []
+        self._plan(proto)
+        if self._errors:
+            raise UnsupportedModelError(self._errors, str(self.device))
+        self._finish()
+
+    # ------------------------------------------------------------- planning
+    def _slot(self, name: str) -> int:
+        slot = self._slots.get(name)
+        if slot is None:
+            slot = self._slots[name] = len(self._slots)
+        return slot
+
+    def _plan(self, proto: onnx.ModelProto) -> None:
+        graph = proto.graph
+        self._types: dict[str, _TypeInfo] = {}
+        self._type_problems: dict[str, str] = {}
+        inits = {init.name for init in graph.initializer}
+        for v in (*graph.value_info, *graph.input, *graph.output):
+            info, problem = _type_info(v.type)
+            self._types[v.name] = info
+            if problem is not None:
+                self._type_problems[v.name] = problem
+        for v in graph.input:
+            if v.name in self._type_problems and v.name not in inits:
+                self._errors.append((v.name, "graph input", self._type_problems[v.name]))
+        for init in graph.initializer:
+            self._place_initializer(init)
+        self.inputs = [self._value_info(v) for v in graph.input if v.name not in inits]
+        self.outputs = [self._value_info(v) for v in graph.output]
+        for node in graph.node:
+            for name in node.input:
+                self._uses[name] = self._uses.get(name, 0) + 1
+        for name in (o.name for o in graph.output):
+            self._uses[name] = self._uses.get(name, 0) + 1
+        for index, node in enumerate(graph.node):
+            self._plan_node(node, node.name or f"{node.op_type}_{index}")
+
+    def _value_info(self, v: onnx.ValueInfoProto) -> ValueInfo:
+        dt, shape = self._types.get(v.name, (None, None))
+        return ValueInfo(v.name, dt.numpy if dt is not None else np.dtype(object), tuple(shape or ()))
+
+    def _place_initializer(self, init: onnx.TensorProto) -> None:
+        dt = onnx_to_dtype(init.data_type)
+        if dt is None:
+            self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside the "
+                                 "opset"))
+            return
+        arr = numpy_helper.to_array(init)
+        self._types[init.name] = (dt, tuple(arr.shape))
+        self._set_const(init.name, arr)
+
+    def _set_const(self, name: str, value: np.ndarray | Tensor) -> None:
+        slot = self._slot(name)
+        if isinstance(value, Tensor):
+            self._consts[slot] = value
+            return
+        arr = np.ascontiguousarray(value)
+        self._consts[slot] = tensor(arr, device=self.device)
+        if arr.size <= 64 and arr.dtype.kind in "iub":
+            self._host[slot] = arr  # small integer constants are shape inputs: keep them for converters
+
+    def _const_host(self, name: str) -> np.ndarray | None:
+        slot = self._slots.get(name)
+        if slot is None or slot not in self._consts:
+            return None
+        if slot not in self._host:
+            self._host[slot] = self._consts[slot].numpy()
+        return self._host[slot]
+
+    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
+        problems = []
+        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
+        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+        if node.domain not in ("", "ai.onnx"):
+            problems.append(f"domain {node.domain!r} is outside the opset")
+        conv = find_converter(node.op_type, self.opset) if not problems else None
+        if conv is None and not problems:
+            problems.append("unknown op (no converter and no function body)")
+        if conv is not None:
+            extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
+            if extra:
+                problems.append(f"attribute(s) {', '.join(extra)} not supported")
+        problems += [f"output {o!r}: {self._type_problems[o]}" for o in node.output if o in self._type_problems]
+        if problems:
+            self._errors.append((name, node.op_type, "; ".join(problems)))
+            return
+        ctx = NodeContext(node, self.opset, attribute_values(node), in_types, out_types,
+                          lambda i: self._const_host(node.input[i]), self.device)
+        try:
+            fn = conv.fn(ctx)
+        except Unsupported as exc:
+            self._errors.append((name, node.op_type, str(exc)))
+            return
+        if self._errors:
+            return  # the model is already refused: nothing more to run or fold
+        if isinstance(fn, Folded):
+            for out, value in zip(node.output, fn.values, strict=False):
+                self._set_const(out, value)
+            return
+        info = NodeInfo(name, node.op_type, tuple(node.input), tuple(node.output))
+        step = _Step(info, fn, [self._slot(i) for i in node.input], [self._slot(o) for o in node.output])
+        if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
+            self._fold(step)
+            return
+        if node.op_type == "BatchNormalization" and self._fold_batchnorm and self._fold_bn(node, step):
+            return
+        for out in node.output:
+            self._producer[out] = step
+        self._steps.append(step)
+
+    def _fold(self, step: _Step) -> None:
+        """Runs a node whose inputs are all constants now, on the device; its outputs become constants."""
+        args = [self._consts.get(s) if s else None for s in step.ins]
+        try:
+            result = step.fn(*args)
+        except Exception as exc:  # noqa: BLE001 - reported as the node's problem
+            self._errors.append((step.info.name, step.info.op_type, f"failed at load time: {exc}"))
+            return
+        results = result if isinstance(result, tuple | list) else (result,)
+        for out, value in zip(step.info.outputs, results, strict=False):
+            if out:
+                self._set_const(out, value)
+
+    def _fold_bn(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Folds an inference BatchNormalization into the Conv producing its input (exact up to rounding)."""
+        src = node.input[0]
+        conv = self._producer.get(src)
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(src, 0) != 1:
+            return False
+        params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
+        w_name = conv.info.inputs[1]
+        weight = self._consts.get(self._slots[w_name])
+        bias = self._consts.get(self._slots[conv.info.inputs[2]]) if len(conv.info.inputs) > 2 and \
+            conv.info.inputs[2] else None
+        if weight is None or any(p is None for p in params) or (len(conv.info.inputs) > 2 and conv.info.inputs[2]
+                                                                 and bias is None):
+            return False
+        scale, beta, mean, var = params
+        eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
+                     device=self.device)
+        factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
+        new_w = ops.mul(weight, ops.reshape(factor, shape=[weight.shape[0]] + [1] * (weight.ndim - 1)))
+        shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
+        new_b = ops.add(ops.mul(shifted, factor), beta)
+        base = conv.info.name
+        w_key, b_key = f"{base}/bn_folded_weight", f"{base}/bn_folded_bias"
+        self._set_const(w_key, new_w.contiguous())
+        self._set_const(b_key, new_b.contiguous())
+        out = node.output[0]
+        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", (conv.info.inputs[0], w_key, b_key), (out,))
+        conv.ins = [conv.ins[0], self._slots[w_key], self._slots[b_key]]
+        conv.outs = [self._slot(out)]
+        del self._producer[src]
+        self._producer[out] = conv
+        return True
+
+    def _finish(self) -> None:
+        """Liveness: each step drops the values it was the last to read (graph outputs are kept)."""
+        keep = {self._slots[o.name] for o in self.outputs if o.name in self._slots} | set(self._consts) | {0}
+        last: dict[int, int] = {}
+        for index, step in enumerate(self._steps):
+            for s in step.ins:
+                last[s] = index
+            for s in step.outs:
+                last.setdefault(s, index)  # produced and never read: dropped at once
+        frees: dict[int, list[int]] = {}
+        for slot, index in last.items():
+            if slot not in keep:
+                frees.setdefault(index, []).append(slot)
+        for index, step in enumerate(self._steps):
+            step.frees = tuple(frees.get(index, ()))
+        self.nodes: list[NodeInfo] = [s.info for s in self._steps]
+        self._template: list[Any] = [None] * len(self._slots)
+        for slot, value in self._consts.items():
+            self._template[slot] = value
+        self._input_slots = [self._slot(v.name) for v in self.inputs]
+        self._program = [(s.fn, s.ins, s.outs, s.frees, len(s.outs) == 1) for s in self._steps]
+        missing = [o.name for o in self.outputs if o.name not in self._slots]
+        if missing:
+            raise InvalidArgumentError.make("onnx", "Session", f"graph outputs {missing} are produced by no node")
+        self._output_slots = {o.name: self._slots[o.name] for o in self.outputs}
+
+    # ------------------------------------------------------------------ run
+    def _feed(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[Any]:
+        if isinstance(inputs, Mapping):
+            unknown = sorted(set(inputs) - {v.name for v in self.inputs})
+            if unknown:
+                raise InvalidArgumentError.make("onnx", "Session.run", f"unknown input(s) {unknown}; the model takes "
+                                                f"{[v.name for v in self.inputs]}")
+            missing = [v.name for v in self.inputs if v.name not in inputs]
+            if missing:
+                raise InvalidArgumentError.make("onnx", "Session.run", f"missing input(s) {missing}")
+            values = [inputs[v.name] for v in self.inputs]
+        else:
+            values = list(inputs)
+            if len(values) != len(self.inputs):
+                raise InvalidArgumentError.make(
+                    "onnx", "Session.run", f"{len(values)} input(s) given; the model takes {len(self.inputs)} "
+                    f"({[v.name for v in self.inputs]})")
+        env = list(self._template)
+        for info, slot, value in zip(self.inputs, self._input_slots, values, strict=True):
+            env[slot] = self._to_device(info, value)
+        return env
+
+    def _to_device(self, info: ValueInfo, value: Any) -> Tensor:
+        arr = np.asarray(value)
+        if arr.dtype != info.dtype:
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"input {info.name!r} is {arr.dtype}; the model expects {info.dtype}")
+        if info.shape and (arr.ndim != len(info.shape) or any(
+                isinstance(d, int) and d != n for d, n in zip(info.shape, arr.shape, strict=True))):
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"input {info.name!r} has shape {arr.shape}; the model expects "
+                f"{tuple(d if isinstance(d, int) else '?' for d in info.shape)}")
+        return tensor(arr, device=self.device)
+
+    def _execute(self, env: list[Any], keep_all: bool = False) -> list[Any]:
+        for fn, ins, outs, frees, single in self._program:
+            result = fn(*[env[i] if i else None for i in ins])
+            if single:
+                env[outs[0]] = result
+            else:
+                for slot, value in zip(outs, result, strict=False):
+                    env[slot] = value
+            if not keep_all:
+                for slot in frees:
+                    env[slot] = None
+        return env
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray],
+            output_names: Sequence[str] | None = None) -> list[np.ndarray]:
+        """Runs the model; returns the outputs (all, or ``output_names``) as NumPy arrays."""
+        names = list(output_names) if output_names is not None else list(self._output_slots)
+        unknown = [n for n in names if n not in self._output_slots]
+        if unknown:
+            raise InvalidArgumentError.make(
+                "onnx", "Session.run", f"unknown output(s) {unknown}; the model has {list(self._output_slots)}")
+        env = self._execute(self._feed(inputs))
+        return [env[self._output_slots[n]].numpy() for n in names]
+
+    def run_with_intermediates(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> dict[str, np.ndarray]:
+        """Every value a node of the plan produces, plus the graph outputs, as host copies in plan order."""
+        env = self._execute(self._feed(inputs), keep_all=True)
+        out: dict[str, np.ndarray] = {}
+        for step in self._steps:
+            for name, slot in zip(step.info.outputs, step.outs, strict=True):
+                if name and env[slot] is not None:
+                    out[name] = env[slot].numpy()
+        for name, slot in self._output_slots.items():
+            out.setdefault(name, env[slot].numpy())
+        return out
+
+    def __repr__(self) -> str:
+        return f"Session({len(self.nodes)} nodes, {len(self._consts)} constants, device={self.device})"
