@@ -178,7 +178,8 @@ def agreement(model: Any, x: Any, threads: int) -> float:
     feed = {_input_name(model): x}
     ours = Session(probed, device="cpu:0").run(feed, output_names=names)
     theirs = ort_session(probed, threads).run(names, feed)
-    return max(float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-30)) for a, b in zip(ours, theirs, strict=True))
+    return max(float(np.abs(a - b).max() / max(float(np.abs(b).max()), 1e-30))
+               for a, b in zip(ours, theirs, strict=True))
 
 
 def interleaved_medians(fns: dict[str, Callable[[], object]], rounds: int, warmup: int) -> dict[str, list[float]]:
@@ -294,8 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # OpenMP reads this once, when the CPU backend's library is first loaded: before chipdock is imported.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
-    import chipdock
     import onnxruntime
+
+    import chipdock
 
     available = light_models()
     names = args.models or list(available)

@@ -273,12 +273,14 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
 
 def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
                bench_runs: int | None, warmup: int, profile: bool) -> dict[str, Any]:
+    import chipdock
+
     from .onnx import Session
 
     def feeds(session: Any) -> dict[str, Any]:
         return runner.prepare_inputs(session, inputs_path, seed, dims)
 
-    chipdock_device = __import__("chipdock").device(device)  # an unknown device fails here, before the load
+    chipdock_device = chipdock.device(device)  # an unknown device fails here, before the model loads
     if bench_runs is None:
         session = Session(model, device=chipdock_device)
         report, _ = runner.run_once(session, feeds(session), model)
@@ -341,9 +343,11 @@ def diff(model: str, device: str, inputs_path: str | None, seed: int, dims: tupl
         from .onnx import runner
     except ImportError as exc:
         _fail("diff", exc)
+    import chipdock
+
     try:
-        __import__("chipdock").device(device)
-        __import__("chipdock").device(reference)
+        chipdock.device(device)  # an unknown device fails here, before the model loads
+        chipdock.device(reference)
         report = diff_mod.diff(model, device, reference, inputs_path, seed, runner.parse_dims(dims), rtol, atol)
     except _model_errors() as exc:
         _fail("diff", exc)
@@ -357,8 +361,9 @@ def diff(model: str, device: str, inputs_path: str | None, seed: int, dims: tupl
 def _print_diff(report: Any, show_all: bool) -> None:
     console = _console()
     table = Table(title=f"{report.model}: {report.device} vs {report.reference}", title_justify="left")
-    for col in ("#", "node", "op", "output", "shape", "dtype", "max abs", "max rel", "bad", "tolerance", ""):
-        table.add_column(col, justify="right" if col in ("#", "max abs", "max rel", "bad") else "left")
+    for col in ("#", "node", "op", "output", "shape", "dtype", "max abs", "max rel", "local abs", "bad", "tolerance",
+                ""):
+        table.add_column(col, justify="right" if col in ("#", "max abs", "max rel", "local abs", "bad") else "left")
     shown = 0
     for i, n in enumerate(report.nodes):
         if not (show_all or i < 5 or not n.ok or i == report.first_failure):
@@ -369,11 +374,15 @@ def _print_diff(report: Any, show_all: bool) -> None:
         elif n.judged_on == "propagated":
             mark += " (judged on propagated error)"
         table.add_row(str(n.index), n.node or "-", n.op_type, n.output, str(tuple(n.shape)), n.dtype,
-                      f"{n.max_abs:.3g}", f"{n.max_rel:.3g}", f"{n.mismatches}/{n.size}", n.tolerance, mark)
+                      f"{n.max_abs:.3g}", f"{n.max_rel:.3g}",
+                      "-" if n.local_max_abs is None else f"{n.local_max_abs:.3g}", f"{n.mismatches}/{n.size}",
+                      n.tolerance, mark)
         shown += 1
     console.print(table)
     if shown < len(report.nodes):
         console.print(f"({len(report.nodes) - shown} more rows within tolerance; --all lists them)")
+    console.print("max abs/rel: the device against the reference run; local abs: against the node alone re-run on "
+                  "the reference with the device's inputs (what `bad` counts)")
     console.print(f"tolerances: {report.tolerance_source}")
     if report.ok:
         console.print(f"[green]all {len(report.nodes)} values within tolerance[/]")

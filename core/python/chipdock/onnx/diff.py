@@ -173,6 +173,15 @@ def _node_protos(model: Any) -> dict[str, Any]:
     return {out: node for node in model.graph.node for out in node.output if out}
 
 
+def _origin(node: Any, output: str, producers: Mapping[str, Any]) -> Any:
+    """The ONNX node a plan node stands for: the producer of its output, or for a fused step (a Conv
+    with a BatchNormalization folded into it) the first node of its op type up the data input chain."""
+    proto = producers.get(output)
+    while proto is not None and proto.op_type != node.op_type and proto.input:
+        proto = producers.get(proto.input[0])
+    return proto
+
+
 def _attrs(node: Any) -> dict[str, Any]:
     from onnx import helper
 
@@ -181,11 +190,13 @@ def _attrs(node: Any) -> dict[str, Any]:
 
 def _sub_model(model: Any, producers: Mapping[str, Any], inputs: Sequence[str], outputs: Sequence[str],
                values: Mapping[str, np.ndarray]) -> Any:
-    """A model computing ``outputs`` from ``inputs`` (graph inputs, typed from ``values``) with the
-    original model's nodes in between (one for an unfused plan node) and the initializers they use."""
+    """A model computing ``outputs`` from ``inputs`` with the original model's nodes in between (one for
+    a plain plan node; a Conv with the BatchNormalization folded into it is two) and what they need:
+    the inputs that have run-time values (in ``values``) become graph inputs, the others (constants the
+    session folded) are computed again from their own nodes and initializers."""
     from onnx import helper
 
-    stop = set(inputs)
+    stop = {name for name in inputs if name in values}
     initializers = {t.name: t for t in model.graph.initializer}
     nodes: list[Any] = []
     seen: set[int] = set()
@@ -201,7 +212,7 @@ def _sub_model(model: Any, producers: Mapping[str, Any], inputs: Sequence[str], 
     order = {id(n): k for k, n in enumerate(model.graph.node)}
     nodes.sort(key=lambda n: order[id(n)])
     used = {i for n in nodes for i in n.input if i}
-    feeds = [n for n in inputs if n in values and n not in initializers]
+    feeds = [n for n in stop if n not in initializers and n in used]
 
     def info(name: str) -> Any:
         array = values[name]
@@ -209,7 +220,8 @@ def _sub_model(model: Any, producers: Mapping[str, Any], inputs: Sequence[str], 
 
     graph = helper.make_graph(nodes, "diff_node", [info(n) for n in feeds], [info(n) for n in outputs],
                               [initializers[n] for n in sorted(used & set(initializers))])
-    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    # IR 4 lets initializers be other than graph inputs (older models list them as both).
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
 
 
 # ------------------------------------------------------------------ the report
@@ -272,6 +284,7 @@ def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu
     from .runner import check_inputs
 
     proto = _load(model)
+    shapes = _static_shapes(proto)
     dev = Session(proto, device=device)
     ref = Session(proto, device=reference)
     if isinstance(inputs, Mapping):
@@ -294,10 +307,10 @@ def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu
         present = [o for o in node.outputs if o in got and o in want]
         if not present:
             continue
-        proto_node = producers.get(present[0])
-        attrs = _attrs(proto_node) if proto_node is not None and proto_node.op_type == node.op_type else {}
-        in_shapes = [tuple(values[i].shape) if i in values else _initializer_shape(proto, i) for i in node.inputs]
-        k = accumulation_length(node.op_type, attrs, in_shapes)
+        origin = _origin(node, present[0], producers)
+        names = list(origin.input) if origin is not None else list(node.inputs)
+        in_shapes = [tuple(values[i].shape) if i in values else shapes.get(i) for i in names]
+        k = accumulation_length(node.op_type, _attrs(origin) if origin is not None else {}, in_shapes)
         local_ref = _local_reference(proto, producers, node, present, values, reference) if local else None
         for out in present:
             report.nodes.append(_judge(index, node, out, got[out], want[out],
@@ -308,11 +321,18 @@ def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu
     return report
 
 
-def _initializer_shape(model: Any, name: str) -> tuple[int, ...] | None:
-    for t in model.graph.initializer:
-        if t.name == name:
-            return tuple(int(d) for d in t.dims)
-    return None
+def _static_shapes(model: Any) -> dict[str, tuple[int, ...]]:
+    """Shapes of the values shape inference can fix (initializers and constants included: a Conv's
+    weight may be the output of a ConstantOfShape), for the accumulation lengths."""
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(model)
+    out = {t.name: tuple(int(d) for d in t.dims) for t in model.graph.initializer}
+    for v in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
+        dims = v.type.tensor_type.shape.dim
+        if v.type.HasField("tensor_type") and all(d.HasField("dim_value") for d in dims):
+            out.setdefault(v.name, tuple(int(d.dim_value) for d in dims))
+    return out
 
 
 def _local_reference(model: Any, producers: Mapping[str, Any], node: Any, outputs: Sequence[str],

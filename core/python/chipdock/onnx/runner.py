@@ -219,6 +219,47 @@ class BenchReport:
         return asdict(self)
 
 
+def profile_ops(session: Session, inputs: Mapping[str, np.ndarray], repeats: int = 3) -> list[dict[str, Any]]:
+    """Where a run's time goes: every node of the plan timed on its own (the device synchronized after
+    each, so asynchronous work is charged to the node that queued it), summed by op type, slowest first.
+
+    Each row: op_type, nodes, ms (per run, the median over ``repeats`` runs), share of the sum, and the
+    slowest node of that type with its ms. The synchronizations make the sum a little larger than a
+    plain run.
+    """
+    program = getattr(session, "_program", None)
+    if program is None or not hasattr(session, "_feed") or len(program) != len(session.nodes):
+        raise _error("run --profile", "this Session does not expose its per-node program")
+    device = session.device
+    per_node = np.zeros((repeats, len(program)))
+    for r in range(repeats):
+        env = session._feed(dict(inputs))
+        device.synchronize()
+        for k, (fn, ins, outs, frees, single) in enumerate(program):
+            start = time.perf_counter()
+            result = fn(*[env[i] if i else None for i in ins])
+            device.synchronize()
+            per_node[r, k] = time.perf_counter() - start
+            for slot, value in zip(outs, (result,) if single else result, strict=False):
+                env[slot] = value
+            for slot in frees:
+                env[slot] = None
+        del env
+    node_ms = np.median(per_node, axis=0) * 1e3
+    rows: dict[str, dict[str, Any]] = {}
+    for node, ms in zip(session.nodes, node_ms, strict=True):
+        row = rows.setdefault(node.op_type, {"op_type": node.op_type, "nodes": 0, "ms": 0.0, "slowest_node": "",
+                                             "slowest_ms": -1.0})
+        row["nodes"] += 1
+        row["ms"] += float(ms)
+        if ms > row["slowest_ms"]:
+            row["slowest_node"], row["slowest_ms"] = node.name, float(ms)
+    total = float(node_ms.sum()) or 1.0
+    for row in rows.values():
+        row["share"] = row["ms"] / total
+    return sorted(rows.values(), key=lambda r: -r["ms"])
+
+
 def percentiles_ms(seconds: Sequence[float]) -> dict[str, float]:
     ms = np.asarray(seconds, dtype=np.float64) * 1e3
     p50, p95, p99 = np.percentile(ms, [50, 95, 99])
