@@ -145,6 +145,8 @@ def test_bad_npz_is_a_clear_error(mlp: str, tmp_path: Path, arrays: dict[str, np
 def test_bad_arguments_are_clear_errors(mlp: str, tmp_path: Path) -> None:
     missing = cli("run", str(tmp_path / "nope.onnx"), "--device", "cpu")
     assert missing.exit_code == 2 and "does not exist" in missing.stderr
+    no_bench = cli("run", mlp, "--device", "cpu", "--profile")
+    assert no_bench.exit_code == 2 and "--profile needs --bench N" in no_bench.stderr
     not_npz = tmp_path / "x.npz"
     not_npz.write_text("hello")
     cases = [

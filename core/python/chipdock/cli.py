@@ -248,6 +248,8 @@ def _tensor_table(title: str, rows: list[Any]) -> Table:
 def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple[str, ...], as_json: bool,
         bench_runs: int | None, warmup: int, profile: bool, top: int) -> None:
     """Run an ONNX model on a device and describe its outputs; --bench measures it."""
+    if profile and bench_runs is None:
+        raise click.UsageError("--profile needs --bench N")
     try:
         from .onnx import runner
     except ImportError as exc:

@@ -38,7 +38,7 @@ Shape = tuple[int | str | None, ...]
 
 
 def _error(call: str, reason: str) -> InvalidArgumentError:
-    return InvalidArgumentError.make("core", call, reason)
+    return InvalidArgumentError.make("onnx", call, reason)
 
 
 def _shape_text(shape: Sequence[Any]) -> str:
@@ -162,14 +162,14 @@ class TensorSummary:
 
     @classmethod
     def of(cls, name: str, array: np.ndarray) -> TensorSummary:
-        if array.size and (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_
-                           or array.dtype.kind == "V" or array.dtype.name == "bfloat16"):
+        try:  # numbers, bools and ml_dtypes' bfloat16; anything else (strings) has no statistics
             values = array.astype(np.float64)
-            finite = values[np.isfinite(values)]
-            lo, hi, mean = ((float(finite.min()), float(finite.max()), float(finite.mean())) if finite.size
-                            else (None, None, None))
-            return cls(name, list(array.shape), array.dtype.name, lo, hi, mean, int(values.size - finite.size))
-        return cls(name, list(array.shape), array.dtype.name, None, None, None, 0)
+        except (TypeError, ValueError):
+            return cls(name, list(array.shape), array.dtype.name, None, None, None, 0)
+        finite = values[np.isfinite(values)]
+        lo, hi, mean = ((float(finite.min()), float(finite.max()), float(finite.mean())) if finite.size
+                        else (None, None, None))
+        return cls(name, list(array.shape), array.dtype.name, lo, hi, mean, int(values.size - finite.size))
 
 
 @dataclass
