@@ -317,3 +317,11 @@ def test_diff_marks_the_node_of_a_planted_bug(broken_build: Path, tmp_path: Path
     assert all(n["max_abs"] == 0 for n in nodes[:report["first_failure"]])
     table = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert table.returncode == 1 and "FIRST" in table.stdout and f"first: node '{first}'" in table.stdout
+
+
+def test_diff_json_is_plain_json() -> None:
+    row = diff_mod.NodeDiff(0, "n", "Exp", "y", [2], "float32", float("inf"), float("nan"), 1, 2, "32 units",
+                            "local", float("inf"), None, False)
+    report = diff_mod.DiffReport("m.onnx", "cpu:1", "cpu:0", diff_mod.TABLE_SOURCE, [row], 0)
+    text = json.dumps(report.as_dict(), allow_nan=False)
+    assert json.loads(text)["nodes"][0]["max_abs"] == "inf" and json.loads(text)["failures"] == 1

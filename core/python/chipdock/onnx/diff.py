@@ -260,7 +260,12 @@ class DiffReport:
         return self.first_failure is None
 
     def as_dict(self) -> dict[str, Any]:
+        """Plain JSON: an infinite or NaN error becomes the string "inf" or "nan"."""
         out = asdict(self)
+        for row in out["nodes"]:
+            for key, value in row.items():
+                if isinstance(value, float) and not math.isfinite(value):
+                    row[key] = str(value)
         out["ok"] = self.ok
         out["failures"] = sum(not n.ok for n in self.nodes)
         return out
