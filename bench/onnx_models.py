@@ -245,6 +245,54 @@ def bench_model(name: str, path: Path, batch: int, threads: int, budget_s: float
                   rewrite_err, [t * 1e3 for t in times["chipdock"]], [t * 1e3 for t in times["onnxruntime"]])
 
 
+# ------------------------------------------------------------------ profiles
+
+def profile(path: Path, threads: int, seed: int, repeats: int = 5) -> dict[str, Any]:
+    """Where the time goes at batch 1: chipdock's nodes timed one by one (chipdock.onnx.runner.profile_ops)
+    and onnxruntime's own profiler (kernel time per op type, after its graph optimizations: its fused
+    nodes carry the fused op's name, e.g. a Conv with its Relu and Add)."""
+    import collections
+    import tempfile
+
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+
+    from chipdock.onnx import Session
+    from chipdock.onnx.runner import profile_ops
+
+    model = onnx.load(str(path))
+    x = np.random.default_rng(seed).standard_normal(
+        [d.dim_value for d in next(i for i in model.graph.input if i.name == _input_name(model))
+         .type.tensor_type.shape.dim]).astype(np.float32)
+    feed = {_input_name(model): x}
+    ours = profile_ops(Session(model, device="cpu:0"), feed, repeats=repeats)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads, opts.log_severity_level = threads, 1, 3
+    opts.enable_profiling = True
+    opts.profile_file_prefix = str(Path(tempfile.mkdtemp()) / "ort")
+    session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    for _ in range(2 + repeats):
+        session.run(None, feed)
+    trace = Path(session.end_profiling())
+    totals: collections.Counter[str] = collections.Counter()
+    for event in json.loads(trace.read_text()):
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            totals[event["args"]["op_name"]] += event["dur"]
+    trace.unlink()
+    theirs = [{"op_type": op, "ms": us / 1e3 / (2 + repeats)} for op, us in totals.most_common()]
+    return {"chipdock": ours, "onnxruntime": theirs}
+
+
+def profile_text(name: str, prof: dict[str, Any]) -> str:
+    ours = ", ".join(f"{r['op_type']} {r['ms']:.1f} ({r['nodes']})" for r in prof["chipdock"])
+    theirs = ", ".join(f"{r['op_type']} {r['ms']:.1f}" for r in prof["onnxruntime"] if r["ms"] >= 0.05)
+    total_ours = sum(r["ms"] for r in prof["chipdock"])
+    total_theirs = sum(r["ms"] for r in prof["onnxruntime"])
+    return (f"- {name}, batch 1, ms per run by op type: chipdock (nodes) {ours}; total {total_ours:.1f}\n"
+            f"  onnxruntime {theirs}; total {total_theirs:.1f}")
+
+
 # ------------------------------------------------------------------ report
 
 def goals(results: list[Result]) -> dict[str, Any]:
@@ -291,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--max-rounds", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", action="store_true",
+                        help="also time each model's ops at batch 1 on both runtimes (where the time goes)")
     parser.add_argument("--out", type=Path, default=RESULTS / "onnx-cpu.json")
     args = parser.parse_args(argv)
     # OpenMP reads this once, when the CPU backend's library is first loaded: before chipdock is imported.
@@ -312,15 +362,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} batch {batch}: chipdock {r.chipdock_ms:.2f} ms, onnxruntime {r.onnxruntime_ms:.2f} ms, "
                   f"ratio {r.ratio:.2f} ({r.rounds} rounds)", file=sys.stderr, flush=True)
             results.append(r)
+    profiles = {name: profile(available[name], args.threads, args.seed) for name in names} if args.profile else {}
     meta = {"chipdock": chipdock.__version__, "onnxruntime": onnxruntime.__version__, "threads": args.threads,
             "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
             "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "command": " ".join(["python3", "bench/onnx_models.py", *(argv if argv is not None else sys.argv[1:])]),
             "goals": goals(results)}
     table = markdown(results, meta)
+    if profiles:
+        table += "\n" + "\n".join(profile_text(name, prof) for name, prof in profiles.items()) + "\n"
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({**meta, "results": [asdict(r) for r in results]}, indent=2) + "\n")
+    args.out.write_text(json.dumps({**meta, "results": [asdict(r) for r in results], "profiles": profiles}, indent=2)
+                        + "\n")
     args.out.with_suffix(".md").write_text(table)
     print(f"wrote {args.out} and {args.out.with_suffix('.md')}")
     return 0
