@@ -298,7 +298,8 @@ def profile_text(name: str, prof: dict[str, Any]) -> str:
 def goals(results: list[Result]) -> dict[str, Any]:
     resnet = {r.batch: r.ratio for r in results if r.model == "resnet50"}
     out: dict[str, Any] = {"resnet50_ratio": resnet, "resnet50_goal": GOAL_RESNET,
-                           "resnet50_met": bool(resnet) and all(v <= GOAL_RESNET for v in resnet.values())}
+                           "resnet50_met": bool(resnet) and all(v <= GOAL_RESNET for v in resnet.values()),
+                           "parity_goal": GOAL_PARITY}
     for batch in sorted({r.batch for r in results}):
         rows = [r for r in results if r.batch == batch]
         at_parity = [r.model for r in rows if r.ratio <= GOAL_PARITY]
@@ -317,6 +318,8 @@ def markdown(results: list[Result], meta: dict[str, Any]) -> str:
         lines.append(f"| {r.model} | {r.batch} | {r.chipdock_ms:.2f} | {r.onnxruntime_ms:.2f} | {r.ratio:.2f} | "
                      f"{r.rounds} | {r.max_rel_vs_onnxruntime:.1e} |")
     g = meta["goals"]
+    if not results:
+        return "\n".join(lines) + "\n"
     lines += ["", f"ResNet-50 at most {GOAL_RESNET}x: " + ("met" if g["resnet50_met"] else "NOT met") +
               " (" + ", ".join(f"batch {b}: {v:.2f}x" for b, v in g["resnet50_ratio"].items()) + ")"]
     for key, value in g.items():
