@@ -49,10 +49,16 @@ def default_opset(model: onnx.ModelProto) -> int:
 
 
 def infer_shapes(model: onnx.ModelProto, strict: bool = True) -> onnx.ModelProto:
-    """Shape inference, strict (type errors raise) with data propagation for Shape -> Reshape chains."""
+    """Shape inference with data propagation (for Shape -> Reshape chains).
+
+    Strict: type errors raise (an invalid model). Lenient: whatever cannot be
+    typed stays untyped, and the planner reports the nodes that needed it.
+    """
     try:
-        return shape_inference.infer_shapes(model, check_type=True, strict_mode=strict, data_prop=True)
+        return shape_inference.infer_shapes(model, check_type=strict, strict_mode=strict, data_prop=True)
     except (shape_inference.InferenceError, onnx.checker.ValidationError) as exc:
+        if not strict:
+            return model
         raise InvalidArgumentError.make("onnx", "Session", f"shape inference failed: {exc}") from None
 
 
@@ -64,10 +70,16 @@ def _types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
     return out
 
 
-def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+def _schema(node: onnx.NodeProto, version: int) -> defs.OpSchema | None:
     try:
-        schema = defs.get_schema(node.op_type, version, node.domain or "")
+        return defs.get_schema(node.op_type, version, node.domain or "")
     except defs.SchemaError:
+        return None
+
+
+def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.TypeProto]) -> onnx.FunctionProto | None:
+    schema = _schema(node, version)
+    if schema is None:
         return None
     if schema.has_function:
         versions = [v for v in schema.function_opset_versions if v <= version]
@@ -97,12 +109,14 @@ def _function_body(node: onnx.NodeProto, version: int, types: dict[str, onnx.Typ
     return None
 
 
-def _inline(node: onnx.NodeProto, body: onnx.FunctionProto, prefix: str) -> list[onnx.NodeProto]:
+def _inline(node: onnx.NodeProto, body: onnx.FunctionProto, prefix: str, schema: defs.OpSchema) -> list[onnx.NodeProto]:
     """The body's nodes with formal names bound to the node's values and attributes substituted."""
     rename = {formal: (node.input[i] if i < len(node.input) else "") for i, formal in enumerate(body.input)}
     rename.update({formal: (node.output[i] if i < len(node.output) else "") for i, formal in enumerate(body.output)})
     given = {a.name: a for a in node.attribute}
-    defaults = {a.name: a for a in body.attribute_proto}
+    # Unset attributes take the schema's default (a function's own attribute_proto first).
+    defaults = {name: a.default_value for name, a in schema.attributes.items() if a.default_value.name}
+    defaults.update({a.name: a for a in body.attribute_proto})
     out = []
     for k, inner in enumerate(body.node):
         new = onnx.NodeProto()
@@ -130,31 +144,52 @@ def _inline(node: onnx.NodeProto, body: onnx.FunctionProto, prefix: str) -> list
     return out
 
 
-def expand_functions(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Replaces nodes without a converter by their schema's function body, until none is left."""
+def _body_opset(body: onnx.FunctionProto, default: int) -> int:
+    for imp in body.opset_import:
+        if imp.domain in _DEFAULT_DOMAINS:
+            return int(imp.version)
+    return default
+
+
+def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
+    """Replaces nodes without a converter by their schema's function body, until none is left.
+
+    Returns the model and the opset version of each inlined node whose body was
+    written for another version than the model's (by node name).
+    """
     version = default_opset(model)
+    opsets: dict[str, int] = {}
     for _ in range(_MAX_EXPANSION_ROUNDS):
         targets = [n for n in model.graph.node
-                   if n.domain in _DEFAULT_DOMAINS and find_converter(n.op_type, version) is None]
+                   if n.domain in _DEFAULT_DOMAINS and find_converter(n.op_type, opsets.get(n.name, version)) is None]
         if not targets:
             break
-        types = _types(shape_inference.infer_shapes(model, check_type=False, strict_mode=False))
+        try:
+            types = _types(shape_inference.infer_shapes(model, check_type=False, strict_mode=False))
+        except (shape_inference.InferenceError, onnx.checker.ValidationError):
+            break  # a body that does not type-check: its nodes stay, and are reported unsupported
         nodes: list[onnx.NodeProto] = []
         changed = False
         for idx, node in enumerate(model.graph.node):
             body = None
-            if node.domain in _DEFAULT_DOMAINS and find_converter(node.op_type, version) is None:
-                body = _function_body(node, version, types)
+            node_version = opsets.get(node.name, version)
+            if node.domain in _DEFAULT_DOMAINS and find_converter(node.op_type, node_version) is None:
+                body = _function_body(node, node_version, types)
             if body is None:
                 nodes.append(node)
                 continue
-            nodes.extend(_inline(node, body, f"{node.name or node.op_type + '_' + str(idx)}"))
+            inlined = _inline(node, body, node.name or f"{node.op_type}_{idx}", _schema(node, node_version))
+            body_version = _body_opset(body, node_version)
+            for new in inlined:
+                if body_version != version:
+                    opsets[new.name] = body_version
+            nodes.extend(inlined)
             changed = True
         if not changed:
             break
         del model.graph.node[:]
         model.graph.node.extend(nodes)
-    return model
+    return model, opsets
 
 
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:

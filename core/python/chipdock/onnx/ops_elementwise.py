@@ -30,14 +30,26 @@ def _unary(ctx: NodeContext) -> Kernel:
 
 
 def _binary(ctx: NodeContext) -> Kernel:
-    if ctx.attr("broadcast", 0) and "axis" in ctx.attrs:
-        raise Unsupported("legacy broadcasting with an explicit axis (opset < 7) is not supported")
     op = _BINARY[ctx.op_type]
     var = "B" if op in ("logical_and", "logical_or") else "T"
     ctx.require_dtype(op, 0, var)
     if ctx.op_type in ("Xor", "And", "Or") and ctx.dtype(0).name != "bool":
         raise Unsupported(f"{ctx.op_type} takes bool inputs")
-    return getattr(ops, op)
+    fn = getattr(ops, op)
+    if ctx.attr("broadcast", 0) and "axis" in ctx.attrs:
+        return _legacy_broadcast(ctx, fn)
+    return fn
+
+
+def _legacy_broadcast(ctx: NodeContext, fn: Kernel) -> Kernel:
+    """Before opset 7, b's dims align with a's from `axis` on: trailing unit dims make it NumPy broadcasting."""
+    rank_a, rank_b = ctx.rank(0), ctx.rank(1)
+    if rank_a is None or rank_b is None:
+        raise Unsupported("legacy broadcasting needs the ranks of both inputs")
+    axis = int(ctx.attr("axis"))
+    axis = axis + rank_a if axis < 0 else axis
+    trailing = [1] * (rank_a - axis - rank_b)
+    return lambda a, b: fn(a, ops.reshape(b, shape=list(b.shape) + trailing))
 
 
 # `broadcast`/`axis` are the pre-opset-7 explicit broadcasting of binary ops.
@@ -178,3 +190,80 @@ def _cast_like(ctx: NodeContext) -> Kernel:
     if to is ctx.dtype(0):
         return lambda x, like: x
     return lambda x, like: ops.cast(x, to=to)
+
+
+@converter("IsInf", attributes=("detect_negative", "detect_positive"))
+def _isinf(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("eq", 0)
+    if not dt.is_floating:
+        raise Unsupported(f"IsInf of {dt.name} is outside the opset")
+    pos, neg = bool(ctx.attr("detect_positive", 1)), bool(ctx.attr("detect_negative", 1))
+    plus, minus = _scalar(np.inf, dt, ctx.device), _scalar(-np.inf, dt, ctx.device)
+
+    def run(x: Any) -> Any:
+        if pos and neg:
+            return ops.logical_or(ops.eq(x, plus), ops.eq(x, minus))
+        if pos:
+            return ops.eq(x, plus)
+        if neg:
+            return ops.eq(x, minus)
+        return ops.logical_and(ops.eq(x, plus), ops.eq(x, minus))  # detects nothing: all false
+
+    return run
+
+
+@converter("PRelu", attributes=("consumed_inputs",))
+def _prelu(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("lt", 0)
+    if dt.name == "uint8":
+        return lambda x, slope: x  # never negative
+    zero = _scalar(0.0, dt, ctx.device)
+    rank, slope_shape = ctx.rank(0), ctx.shape(1)
+    if ctx.opset < 7 and rank and rank > 2 and slope_shape is not None and len(slope_shape) == 1:
+        # Before opset 7 a 1-d slope holds one value per channel (dim 1).
+        channel = [-1] + [1] * (rank - 2)
+        return lambda x, slope: ops.where(ops.lt(x, zero), ops.mul(x, ops.reshape(slope, shape=channel)), x)
+    return lambda x, slope: ops.where(ops.lt(x, zero), ops.mul(x, slope), x)
+
+
+@converter("Elu", "Selu", attributes=("alpha", "gamma", "consumed_inputs"))
+def _elu(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("exp", 0)
+    default_alpha = 1.0 if ctx.op_type == "Elu" else 1.67326319217681884765625
+    alpha = _scalar(float(ctx.attr("alpha", default_alpha)), dt, ctx.device)
+    gamma = _scalar(float(ctx.attr("gamma", 1.05070102214813232421875)), dt, ctx.device)
+    zero, one = _scalar(0.0, dt, ctx.device), _scalar(1.0, dt, ctx.device)
+
+    def elu(x: Any) -> Any:  # alpha * (exp(x) - 1) below 0, x above (the spec's formula)
+        return ops.where(ops.lt(x, zero), ops.mul(alpha, ops.sub(ops.exp(x), one)), x)
+
+    if ctx.op_type == "Elu":
+        return elu
+    return lambda x: ops.mul(gamma, ops.where(ops.le(x, zero), ops.mul(alpha, ops.sub(ops.exp(x), one)), x))
+
+
+@converter("Softplus")
+def _softplus(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("exp", 0)
+    one = _scalar(1.0, dt, ctx.device)
+    return lambda x: ops.log(ops.add(ops.exp(x), one))  # log(exp(x) + 1), the spec's formula
+
+
+@converter("Mod", attributes=("fmod",))
+def _mod(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("div", 0)
+    if dt.is_floating:
+        raise Unsupported(f"Mod of {dt.name} has no exact form in the opset (integer Mod only)")
+    fmod = bool(ctx.attr("fmod", 0))
+    zero = _scalar(0, dt, ctx.device)
+
+    def run(a: Any, b: Any) -> Any:
+        # The opset's integer division truncates toward zero, so a - (a / b) * b is
+        # C's fmod (the dividend's sign); ONNX's default takes the divisor's sign.
+        r = ops.sub(a, ops.mul(ops.div(a, b), b))
+        if fmod or dt.name == "uint8":
+            return r
+        fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(b, zero)))
+        return ops.where(fix, ops.add(r, b), r)
+
+    return run

@@ -6,7 +6,11 @@ import functools
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import ops
+from .._tensor import tensor
+from ..errors import InvalidArgumentError
 from ._registry import Kernel, NodeContext, Unsupported, converter
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
@@ -119,16 +123,17 @@ def _conv_transpose(ctx: NodeContext) -> Kernel:
         if spatial is None:
             raise Unsupported("output_shape / auto_pad SAME need static input dims (dynamic shape input)")
         want = list(ctx.attr("output_shape", [d * s for d, s in zip(spatial[2:], strides, strict=True)]))[-n:]
-        begin, end = [], []
+        begin, end, extra = [], [], []
         for size, k, s, d, op, target in zip(spatial[2:], kernel, strides, dilations, out_pad, want, strict=True):
             total = s * (size - 1) + op + (k - 1) * d + 1 - target
-            if total < 0:
-                raise Unsupported("output_shape larger than the full transposed convolution needs negative pads")
+            extra.append(op + max(-total, 0))  # a larger output_shape grows at the end, as output_padding
+            total = max(total, 0)
             small, big = total // 2, total - total // 2
             upper = mode == "SAME_UPPER"
             begin.append(small if upper else big)
             end.append(big if upper else small)
         pads = begin + end
+        out_pad = extra
     elif mode == "VALID":
         pads = [0] * 2 * n
     else:
@@ -142,37 +147,51 @@ def _conv_transpose(ctx: NodeContext) -> Kernel:
     return fn if n == 2 else _lift_1d(fn, weight_too=True)
 
 
+def _pool(ctx: NodeContext, op: str, fill: float | None, **extra: Any) -> Kernel:
+    """max_pool2d / avg_pool2d; pads beyond half the kernel (outside the opset's pool) become an explicit pad."""
+    n = _spatial_rank(ctx)
+    kernel = list(ctx.attr("kernel_shape"))
+    strides, dilations, pads = _window(ctx, kernel)
+    if op == "avg_pool2d" and any(d != 1 for d in dilations):
+        raise Unsupported("dilated AveragePool is outside the opset")
+    stride, dilation, padding = _to_2d(n, strides, dilations, pads)
+    k2 = kernel if n == 2 else [1, kernel[0]]
+    ceil_mode = bool(ctx.attr("ceil_mode", 0))
+    attrs = dict(kernel=k2, stride=stride, padding=padding, ceil_mode=ceil_mode, **extra)
+    if op == "max_pool2d":
+        attrs["dilation"] = dilation
+    fn = functools.partial(getattr(ops, op), **attrs)
+    if any(p > k // 2 for p, k in zip(padding, k2 + k2, strict=True)):
+        if fill is None or ceil_mode:
+            raise Unsupported(f"pads {pads} beyond half the kernel {kernel} are outside the opset for this mode")
+        # Padding the input first with the value the window would see is the same computation.
+        top, left, bottom, right = padding
+        pre = [0, 0, top, left, 0, 0, bottom, right]
+        attrs["padding"] = [0, 0, 0, 0]
+        pooled = functools.partial(getattr(ops, op), **attrs)
+
+        def fn(x: Any) -> Any:
+            return pooled(ops.pad(x, pads=pre, mode="constant", value=fill))
+
+    return fn if n == 2 else _lift_1d(fn, weight_too=False)
+
+
 @converter("MaxPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order",
                                   "strides"))
 def _max_pool(ctx: NodeContext) -> Kernel:
     ctx.require_dtype("max_pool2d", 0)
     if ctx.has_output(1):
         raise Unsupported("the Indices output of MaxPool is outside the opset")
-    n = _spatial_rank(ctx)
-    kernel = list(ctx.attr("kernel_shape"))
-    strides, dilations, pads = _window(ctx, kernel)
-    stride, dilation, padding = _to_2d(n, strides, dilations, pads)
-    k2 = kernel if n == 2 else [1, kernel[0]]
-    fn = functools.partial(ops.max_pool2d, kernel=k2, stride=stride, padding=padding, dilation=dilation,
-                           ceil_mode=bool(ctx.attr("ceil_mode", 0)))
-    return fn if n == 2 else _lift_1d(fn, weight_too=False)
+    fill = -math.inf if ctx.dtype(0).is_floating else None
+    return _pool(ctx, "max_pool2d", fill)
 
 
 @converter("AveragePool", attributes=("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
                                       "pads", "strides"))
 def _avg_pool(ctx: NodeContext) -> Kernel:
     ctx.require_dtype("avg_pool2d", 0)
-    n = _spatial_rank(ctx)
-    kernel = list(ctx.attr("kernel_shape"))
-    strides, dilations, pads = _window(ctx, kernel)
-    if any(d != 1 for d in dilations):
-        raise Unsupported("dilated AveragePool is outside the opset")
-    stride, _, padding = _to_2d(n, strides, dilations, pads)
-    k2 = kernel if n == 2 else [1, kernel[0]]
-    fn = functools.partial(ops.avg_pool2d, kernel=k2, stride=stride, padding=padding,
-                           ceil_mode=bool(ctx.attr("ceil_mode", 0)),
-                           count_include_pad=bool(ctx.attr("count_include_pad", 0)))
-    return fn if n == 2 else _lift_1d(fn, weight_too=False)
+    include = bool(ctx.attr("count_include_pad", 0))
+    return _pool(ctx, "avg_pool2d", 0.0 if include else None, count_include_pad=include)
 
 
 @converter("GlobalAveragePool")
@@ -231,16 +250,27 @@ def _group_norm(ctx: NodeContext) -> Kernel:
 @converter("LayerNormalization", attributes=("axis", "epsilon", "stash_type"), since=17)
 def _layer_norm(ctx: NodeContext) -> Kernel:
     ctx.require_dtype("layer_norm", 0)
-    if ctx.has_output(1) or ctx.has_output(2):
-        raise Unsupported("the Mean and InvStdDev outputs of LayerNormalization are outside the opset")
     rank = ctx.rank(0)
     if rank is None:
         raise Unsupported("the input's rank is unknown after shape inference")
+    if ctx.attr("stash_type", 1) != 1:
+        raise Unsupported(f"stash_type={ctx.attr('stash_type')} is outside the opset (float32 statistics)")
     axis = int(ctx.attr("axis", -1))
     axis = axis + rank if axis < 0 else axis
     eps = float(ctx.attr("epsilon", 1e-5))
     has_bias = ctx.has_input(2)
     full = [ctx.shape(i) == ctx.shape(0)[axis:] for i in ((1, 2) if has_bias else (1,))]
+    stats = ctx.has_output(1) or ctx.has_output(2)
+    eps_t = tensor(np.asarray(eps, np.float32), device=ctx.device)
+
+    def statistics(x: Any) -> tuple[Any, Any]:
+        # The Mean and InvStdDev outputs (float32, the stash type), by the spec's formula.
+        xf = x if x.dtype.name == "float32" else ops.cast(x, to="float32")
+        axes = list(range(axis, rank))
+        mean = ops.mean(xf, axes=axes, keepdims=True)
+        centred = ops.sub(xf, mean)
+        var = ops.mean(ops.mul(centred, centred), axes=axes, keepdims=True)
+        return mean, ops.rsqrt(ops.add(var, eps_t))
 
     def run(x: Any, scale: Any, bias: Any = None) -> Any:
         # ONNX broadcasts scale and bias to the normalized dims; the opset's
@@ -250,28 +280,36 @@ def _layer_norm(ctx: NodeContext) -> Kernel:
             scale = ops.expand(scale, shape=tail)
         if bias is not None and not full[-1]:
             bias = ops.expand(bias, shape=tail)
-        return ops.layer_norm(x, scale, bias, epsilon=eps)
+        out = ops.layer_norm(x, scale, bias, epsilon=eps)
+        return (out, *statistics(x)) if stats else out
 
     return run
 
 
 @converter("Dropout", attributes=("ratio", "is_test", "seed", "consumed_inputs"))
 def _dropout(ctx: NodeContext) -> Kernel:
-    if ctx.opset >= 12 and ctx.has_input(2):
-        training = ctx.const(2)
-        if training is None or bool(training):
-            raise Unsupported("training-mode Dropout is random (training_mode not constant false)")
     if ctx.opset < 7 and not ctx.attr("is_test", 0):
         raise Unsupported("training-mode Dropout (is_test=0) is random")
-    if ctx.has_output(1):
-        # Inference keeps every element: the mask is all ones (bool from opset 10, the data's type before).
-        mask_dt = ctx.out_dtype(1) or ctx.dtype(0)
+    training, ratio = (ctx.const(2), ctx.const(1)) if ctx.opset >= 12 else (np.asarray(False), None)
+    if ctx.opset >= 12 and not ctx.has_input(2):
+        training = np.asarray(False)
+    if training is not None and bool(training) and ratio is not None and float(ratio) != 0.0:
+        raise Unsupported("training-mode Dropout with a non-zero ratio is random")
+    dynamic = training is None or (bool(training) and ratio is None)
+    # Inference (or a ratio of 0) keeps every element: the mask is all ones
+    # (bool from opset 10, the data's type before).
+    mask_dt = ctx.out_dtype(1) or ctx.dtype(0) if ctx.has_output(1) else None
 
-        def with_mask(x: Any, *_: Any) -> Any:
-            return x, ops.full(shape=list(x.shape), value=1.0, dtype=mask_dt, device=x.device)
+    def run(x: Any, r: Any = None, t: Any = None) -> Any:
+        on = bool(training) if training is not None else bool(t.item())
+        rate = float(ratio) if ratio is not None else float(r.item()) if r is not None else 0.5
+        if dynamic and on and rate != 0.0:
+            raise InvalidArgumentError.make("onnx", "Dropout", "training-mode Dropout with a non-zero ratio is random")
+        if mask_dt is None:
+            return x
+        return x, ops.full(shape=list(x.shape), value=1.0, dtype=mask_dt, device=x.device)
 
-        return with_mask
-    return lambda x, *_: x
+    return run
 
 
 @converter("MatMul")
@@ -308,5 +346,56 @@ def _softmax(ctx: NodeContext) -> Kernel:
         rows = math.prod(shape[:axis])
         out = fn(ops.reshape(x, shape=[rows, math.prod(shape[axis:])]), axis=-1)
         return ops.reshape(out, shape=shape)
+
+    return run
+
+
+def _rows(ctx: NodeContext, fn: Kernel, default_axis: int) -> Kernel:
+    """``fn(x, axis)`` with ONNX's axis semantics: before opset 13, x coerced to 2-d at the axis."""
+    rank = ctx.rank(0)
+    if rank is None:
+        raise Unsupported("the input's rank is unknown after shape inference")
+    axis = int(ctx.attr("axis", default_axis if ctx.opset < 13 else -1))
+    axis = axis + rank if axis < 0 else axis
+    if ctx.opset >= 13 or axis == rank - 1:
+        return lambda x: fn(x, axis if ctx.opset >= 13 else -1)
+
+    def run(x: Any) -> Any:
+        shape = list(x.shape)
+        flat = ops.reshape(x, shape=[math.prod(shape[:axis]), math.prod(shape[axis:])])
+        return ops.reshape(fn(flat, -1), shape=shape)
+
+    return run
+
+
+@converter("Hardmax", attributes=("axis",))
+def _hardmax(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("argmax", 0)
+
+    def one_hot_of_max(x: Any, axis: int) -> Any:
+        axis = axis + x.ndim if axis < 0 else axis
+        first = ops.argmax(x, axis=axis, keepdims=True)  # the first maximum, as ONNX
+        index = ops.reshape(ops.arange(limit=float(x.shape[axis]), dtype="int64", device=x.device),
+                            shape=[x.shape[axis] if d == axis else 1 for d in range(x.ndim)])
+        return ops.cast(ops.eq(index, first), to=dt)
+
+    return _rows(ctx, one_hot_of_max, 1)
+
+
+@converter("LpNormalization", attributes=("axis", "p"))
+def _lp_norm(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("sqrt", 0)
+    p = int(ctx.attr("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"p={p} is not an ONNX value (1 or 2)")
+    axis = int(ctx.attr("axis", -1))
+    zero = tensor(np.zeros((), dt.numpy), device=ctx.device)
+
+    def run(x: Any) -> Any:
+        if p == 1:
+            norm = ops.sum(ops.abs(x), axes=[axis], keepdims=True)
+        else:
+            norm = ops.sqrt(ops.sum(ops.mul(x, x), axes=[axis], keepdims=True))
+        return ops.where(ops.eq(norm, zero), zero, ops.div(x, norm))  # 0 where the norm is 0, as ONNX
 
     return run

@@ -16,6 +16,7 @@ from onnx import numpy_helper
 
 from .. import ops
 from .._tensor import tensor
+from ..errors import InvalidArgumentError
 from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
 from .dtypes import onnx_to_dtype
 
@@ -98,12 +99,11 @@ def _axes(ctx: NodeContext, input_index: int, since_input: int) -> list[int] | N
 @converter("Squeeze", attributes=("axes",))
 def _squeeze(ctx: NodeContext) -> Kernel:
     axes = _axes(ctx, 1, 13)
-    if axes is None:
-        raise Unsupported("Squeeze with dynamic axes (dynamic shape input)")
 
-    def run(x: Any, *_: Any) -> Any:
+    def run(x: Any, a: Any = None) -> Any:
+        given = axes if axes is not None else host_ints(a)
         rank = x.ndim
-        drop = {_norm_axis(a, rank) for a in axes} if axes else {i for i, d in enumerate(x.shape) if d == 1}
+        drop = {_norm_axis(i, rank) for i in given} if given else {i for i, d in enumerate(x.shape) if d == 1}
         return ops.reshape(x, shape=[d for i, d in enumerate(x.shape) if i not in drop])
 
     return run
@@ -112,15 +112,13 @@ def _squeeze(ctx: NodeContext) -> Kernel:
 @converter("Unsqueeze", attributes=("axes",))
 def _unsqueeze(ctx: NodeContext) -> Kernel:
     axes = _axes(ctx, 1, 13)
-    if axes is None:
-        raise Unsupported("Unsqueeze with dynamic axes (dynamic shape input)")
 
-    def run(x: Any, *_: Any) -> Any:
-        rank = x.ndim + len(axes)
-        new = sorted(_norm_axis(a, rank) for a in axes)
+    def run(x: Any, a: Any = None) -> Any:
+        given = axes if axes is not None else host_ints(a)
+        rank = x.ndim + len(given)
         shape = list(x.shape)
-        for a in new:
-            shape.insert(a, 1)
+        for i in sorted(_norm_axis(i, rank) for i in given):
+            shape.insert(i, 1)
         return ops.reshape(x, shape=shape)
 
     return run
@@ -161,12 +159,12 @@ def _split(ctx: NodeContext) -> Kernel:
         sizes = list(ctx.attr("split", [])) or (ctx.const_ints(1) if ctx.has_input(1) else None)
     else:
         sizes = _ints_input(ctx, 1) if ctx.has_input(1) else None
-        if ctx.has_input(1) and sizes is None:
-            raise Unsupported("Split with dynamic sizes (dynamic shape input)")
+    dynamic = ctx.has_input(1) and sizes is None
 
-    def run(x: Any, *_: Any) -> Any:
-        if sizes:
-            return ops.split(x, axis=axis, sizes=sizes)
+    def run(x: Any, s: Any = None) -> Any:
+        given = host_ints(s) if dynamic else sizes
+        if given:
+            return ops.split(x, axis=axis, sizes=given)
         # Equal pieces; from opset 18 the last one may be smaller.
         dim = x.shape[_norm_axis(axis, x.ndim)]
         size = -(-dim // count)
@@ -290,7 +288,8 @@ def _depth_space(ctx: NodeContext) -> Kernel:
 
     def space_to_depth(x: Any) -> Any:
         n, c, h, w = x.shape
-        t = ops.transpose(ops.reshape(x, shape=[n, c, h // b, b, w // b, b]), perm=[0, 3, 5, 1, 2, 4])
+        perm = [0, 3, 5, 1, 2, 4] if mode == "DCR" else [0, 1, 3, 5, 2, 4]
+        t = ops.transpose(ops.reshape(x, shape=[n, c, h // b, b, w // b, b]), perm=perm)
         return ops.reshape(t, shape=[n, c * b * b, h // b, w // b])
 
     return depth_to_space if ctx.op_type == "DepthToSpace" else space_to_depth
@@ -310,6 +309,11 @@ def _reduce(ctx: NodeContext) -> Kernel:
     keepdims = bool(ctx.attr("keepdims", 1))
     noop = bool(ctx.attr("noop_with_empty_axes", 0))
     fn = getattr(ops, op)
+    shape = ctx.shape(0)
+    if op in ("max", "min") and shape is not None and axes is not None:
+        reduced = [shape[a] for a in (axes or range(len(shape)))] if len(shape) else []
+        if 0 in reduced and not (noop and not axes):
+            raise Unsupported(f"{ctx.op_type} over an empty dim (the identity, +-inf) is outside the opset")
     if axes is not None:
         if not axes and noop:
             return lambda x, *_: x
@@ -423,5 +427,137 @@ def _range(ctx: NodeContext) -> Kernel:
     def run(start: Any, limit: Any, delta: Any) -> Any:
         return ops.arange(start=value(0, start), limit=value(1, limit), delta=value(2, delta), dtype=dt,
                           device=start.device)
+
+    return run
+
+
+# ------------------------------------------------------------------ resize
+
+_RESIZE_ATTRS = ("antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+                 "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode")
+
+
+def _resize_mode(ctx: NodeContext) -> tuple[str, str | None]:
+    """The opset's resize mode for the node's ONNX modes, and the condition the factors must meet."""
+    mode = ctx.attr("mode", "nearest")
+    coords = ctx.attr("coordinate_transformation_mode", "half_pixel")
+    if ctx.attr("antialias", 0):
+        raise Unsupported("antialias=1 is outside the opset")
+    if ctx.attr("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise Unsupported(f"keep_aspect_ratio_policy={ctx.attr('keep_aspect_ratio_policy')!r} is outside the opset")
+    if mode == "nearest":
+        nearest = ctx.attr("nearest_mode", "round_prefer_floor")
+        if coords == "asymmetric" and nearest == "floor":
+            return "nearest", None
+        if coords in ("half_pixel", "pytorch_half_pixel") and nearest in ("round_prefer_floor", "round_prefer_ceil"):
+            # Rounding half-pixel coordinates picks floor(dst / s) when every
+            # factor s is a whole number (no ties): the opset's nearest.
+            return "nearest", "whole"
+        raise Unsupported(f"nearest with {coords} coordinates and nearest_mode={nearest} is outside the opset "
+                          "(asymmetric/floor, or half_pixel rounding with whole upscale factors)")
+    if mode == "linear":
+        if coords == "pytorch_half_pixel":
+            return "linear", "above1"  # the same as half_pixel unless an output size is 1
+        if coords != "half_pixel":
+            raise Unsupported(f"linear with {coords} coordinates is outside the opset (half_pixel only)")
+        return "linear", None
+    raise Unsupported(f"mode={mode!r} is outside the opset (nearest, linear)")
+
+
+def _full_axes(values: list[Any], axes: list[int] | None, fill: Any) -> list[Any]:
+    if axes is None:
+        return list(values)
+    out = [fill] * 4
+    for a, v in zip(axes, values, strict=True):
+        out[_norm_axis(a, 4)] = v
+    return out
+
+
+def _resize_attrs(shape: tuple[int, ...], scales: list[float] | None, sizes: list[int] | None,
+                  axes: list[int] | None, rule: str | None) -> dict[str, Any]:
+    """The opset's resize attributes for ONNX scales or sizes (InvalidArgumentError when out of its reach)."""
+    if sizes is not None:
+        full = [d if v is None else v for d, v in zip(shape, _full_axes(sizes, axes, None), strict=True)]
+        if full[:2] != list(shape[:2]):
+            raise InvalidArgumentError.make("onnx", "Resize", f"sizes {full} resize the batch or channel dims")
+        factors, out, attrs = [o / i for o, i in zip(full[2:], shape[2:], strict=True)], full[2:], {"sizes": full[2:]}
+    else:
+        full = _full_axes([float(v) for v in scales or []], axes, 1.0)
+        if len(full) != 4 or full[:2] != [1.0, 1.0]:
+            raise InvalidArgumentError.make("onnx", "Resize", f"scales {full} resize the batch or channel dims")
+        factors, out = full[2:], [math.floor(i * f) for i, f in zip(shape[2:], full[2:], strict=True)]
+        attrs = {"scales": full[2:]}
+    if rule == "whole" and any(f < 1 or f != int(f) for f in factors):
+        raise InvalidArgumentError.make("onnx", "Resize", f"nearest with half_pixel rounding needs whole upscale "
+                                        f"factors, got {factors}")
+    if rule == "above1" and any(o <= 1 for o in out):
+        raise InvalidArgumentError.make("onnx", "Resize", "pytorch_half_pixel with an output size of 1")
+    return attrs
+
+
+@converter("Resize", attributes=_RESIZE_ATTRS, since=11)
+def _resize(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("resize", 0)
+    ctx.require_rank(0, 4)
+    mode, rule = _resize_mode(ctx)
+    axes = list(ctx.attr("axes")) if "axes" in ctx.attrs else None
+    has_sizes = ctx.has_input(3)
+    sizes_const = ctx.const_ints(3) if has_sizes else None
+    scales_const = None if has_sizes or not ctx.has_input(2) else ctx.const(2)
+    if scales_const is not None:
+        scales_const = [float(v) for v in np.asarray(scales_const).reshape(-1)]
+    static = ctx.static_shape(0)
+    if static is not None and (sizes_const is not None or scales_const is not None):
+        try:
+            attrs = _resize_attrs(static, scales_const, sizes_const, axes, rule)
+        except InvalidArgumentError as exc:
+            raise Unsupported(exc.reason) from None
+        return lambda x, *_: ops.resize(x, mode=mode, **attrs)
+
+    def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
+        if has_sizes:
+            given = sizes_const if sizes_const is not None else host_ints(sizes)
+            return ops.resize(x, mode=mode, **_resize_attrs(x.shape, None, given, axes, rule))
+        given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
+        return ops.resize(x, mode=mode, **_resize_attrs(x.shape, given_scales, None, axes, rule))
+
+    return run
+
+
+@converter("Upsample", attributes=("mode", "scales", "height_scale", "width_scale"), since=7)
+def _upsample(ctx: NodeContext) -> Kernel:
+    ctx.require_dtype("resize", 0)
+    ctx.require_rank(0, 4)
+    if ctx.attr("mode", "nearest") != "nearest":
+        raise Unsupported("Upsample linear uses asymmetric coordinates, outside the opset")
+    scales = list(ctx.attr("scales")) if ctx.opset < 9 else ctx.const(1)
+
+    def run(x: Any, s: Any = None) -> Any:
+        factors = [float(v) for v in np.asarray(scales if scales is not None else s.numpy()).reshape(-1)]
+        if factors[:2] != [1.0, 1.0]:
+            raise InvalidArgumentError.make("onnx", "Upsample", f"scales {factors} resize the batch or channel dims")
+        return ops.resize(x, scales=factors[2:], mode="nearest")
+
+    if scales is not None and [float(v) for v in np.asarray(scales).reshape(-1)][:2] != [1.0, 1.0]:
+        raise Unsupported("upsampling the batch or channel dims is outside the opset")
+    return run
+
+
+@converter("Trilu", attributes=("upper",))
+def _trilu(ctx: NodeContext) -> Kernel:
+    dt = ctx.require_dtype("where", 0)
+    upper = bool(ctx.attr("upper", 1))
+    k_const = ctx.const_ints(1) if ctx.has_input(1) else [0]
+    zero = tensor(np.zeros((), dt.numpy), device=ctx.device)
+
+    def run(x: Any, k: Any = None) -> Any:
+        diag = (k_const if k_const is not None else host_ints(k))[0]
+        rows, cols = x.shape[-2], x.shape[-1]
+        r = ops.reshape(ops.arange(limit=float(rows), dtype="int64", device=x.device), shape=[rows, 1])
+        c = ops.reshape(ops.arange(limit=float(cols), dtype="int64", device=x.device), shape=[1, cols])
+        offset = ops.sub(c, r)  # j - i
+        bound = tensor(np.asarray(diag, np.int64), device=x.device)
+        keep = ops.ge(offset, bound) if upper else ops.le(offset, bound)
+        return ops.where(keep, x, zero)
 
     return run

@@ -96,8 +96,11 @@ class Session:
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
                  *, fold_batchnorm: bool = True) -> None:
         self.device: Device = _resolve_device(device)
-        proto = expand_functions(load_model(model))
-        proto = infer_shapes(proto)
+        # Strict inference validates the model as given; after function bodies are
+        # inlined, a lenient pass types what it can (an untyped value is reported).
+        proto = infer_shapes(load_model(model))
+        proto, self._node_opsets = expand_functions(proto)
+        proto = infer_shapes(proto, strict=False)
         self.opset = default_opset(proto)
         self._fold_batchnorm = fold_batchnorm
         self._slots: dict[str, int] = {"": 0}
@@ -163,7 +166,8 @@ class Session:
         if isinstance(value, Tensor):
             self._consts[slot] = value
             return
-        arr = np.ascontiguousarray(value)
+        arr = np.asarray(value)
+        arr = arr if arr.flags.c_contiguous else np.array(arr, order="C")
         self._consts[slot] = tensor(arr, device=self.device)
         if arr.size <= 64 and arr.dtype.kind in "iub":
             self._host[slot] = arr  # small integer constants are shape inputs: keep them for converters
@@ -182,18 +186,20 @@ class Session:
         out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
         if node.domain not in ("", "ai.onnx"):
             problems.append(f"domain {node.domain!r} is outside the opset")
-        conv = find_converter(node.op_type, self.opset) if not problems else None
+        opset = self._node_opsets.get(name, self.opset)
+        conv = find_converter(node.op_type, opset) if not problems else None
         if conv is None and not problems:
             problems.append("unknown op (no converter and no function body)")
         if conv is not None:
             extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
             if extra:
                 problems.append(f"attribute(s) {', '.join(extra)} not supported")
+        problems += [f"input {i!r}: {self._type_problems[i]}" for i in node.input if i in self._type_problems]
         problems += [f"output {o!r}: {self._type_problems[o]}" for o in node.output if o in self._type_problems]
         if problems:
             self._errors.append((name, node.op_type, "; ".join(problems)))
             return
-        ctx = NodeContext(node, self.opset, attribute_values(node), in_types, out_types,
+        ctx = NodeContext(node, opset, attribute_values(node), in_types, out_types,
                           lambda i: self._const_host(node.input[i]), self.device)
         try:
             fn = conv.fn(ctx)
@@ -279,10 +285,10 @@ class Session:
         for index, step in enumerate(self._steps):
             step.frees = tuple(frees.get(index, ()))
         self.nodes: list[NodeInfo] = [s.info for s in self._steps]
+        self._input_slots = [self._slot(v.name) for v in self.inputs]
         self._template: list[Any] = [None] * len(self._slots)
         for slot, value in self._consts.items():
             self._template[slot] = value
-        self._input_slots = [self._slot(v.name) for v in self.inputs]
         self._program = [(s.fn, s.ins, s.outs, s.frees, len(s.outs) == 1) for s in self._steps]
         missing = [o.name for o in self.outputs if o.name not in self._slots]
         if missing:

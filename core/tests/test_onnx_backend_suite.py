@@ -1,0 +1,125 @@
+"""ONNX's own backend test suite through chipdock.onnx.backend on the CPU device.
+
+The cases come from the installed onnx wheel: the node cases are built in
+memory (onnx.backend.test.loader.load_node_model_tests()), the `simple`,
+`pytorch-operator` and `pytorch-converted` cases and the 9 `light` models
+(kind `real`, whose data.json points at onnx/backend/test/data/light) are
+read from the wheel's data directory. Every case not excluded below must pass;
+EXCLUDED says why each excluded group cannot run on the opset.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import pytest
+
+pytest.importorskip("onnx")
+
+import onnx.backend.test  # noqa: E402
+
+from chipdock.onnx.backend import ChipdockBackend  # noqa: E402
+
+# The light models' runner writes their dummy input and expected output under
+# $ONNX_HOME/models/light; keep that out of the home directory.
+os.environ.setdefault("ONNX_HOME", os.path.join(tempfile.gettempdir(), "chipdock-onnx-home"))
+
+
+class CpuBackend(ChipdockBackend):
+    """The adapter restricted to the CPU device (the suite adds a _cuda twin of every case)."""
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        return device.upper().startswith("CPU")
+
+
+# (pattern on the test name, reason): every case these match is skipped. Patterns
+# are anchored on the op's test prefix; the module's last test checks that no
+# pattern is stale and that the number of cases that run stays above a floor.
+EXCLUDED: list[tuple[str, str]] = [
+    # -- ops outside the opset (no chipdock op, no exact decomposition)
+    (r"^test_(acos|acosh|asin|asinh|atan|atanh|cosh|sinh|tan)(_example)?_", "inverse/hyperbolic trig ops are outside "
+     "the opset"),
+    (r"^test_(ceil|floor|round|sign)(_example|_model)?_", "rounding and sign ops are outside the opset"),
+    (r"^test_(bitshift|bitwise|bitcast)_", "bit manipulation is outside the opset"),
+    (r"^test_mod_(float|mixed_sign_float)", "floating-point Mod has no exact form in the opset"),
+    (r"^test_(det|einsum|cumprod|dft|stft|melweightmatrix|col2im|eyelike|nonzero|onehot|unique|compress|gathernd|"
+     r"scatternd|tensorscatter|reversesequence|maxunpool|lppool|shrink)(?!.*_expanded)", "op outside the opset"),
+    (r"^test_(gridsample|roialign|nonmaxsuppression|deform_conv|basic_deform_conv|image_decoder|affine_grid)_",
+     "vision op outside the opset (its function body, where any, needs If/Loop or ops outside the opset)"),
+    (r"^test_(gru|lstm|rnn_seq|simple_rnn)_", "recurrent ops are outside the opset"),
+    (r"^test_(dynamicquantizelinear|quantizelinear|dequantizelinear|qlinear|convinteger|matmulinteger)",
+     "quantized ops (and their integer/float8 types) are outside the opset"),
+    (r"^test_(if|loop|scan)\d*(_|$)", "control flow (subgraphs) is outside the opset"),
+    (r"^test_range_.*_expanded_", "Range's function body uses Loop and Ceil, outside the opset (Range itself runs)"),
+    (r"^test_linear_attention_", "LinearAttention's function body uses Scan, outside the opset"),
+    (r"^test_flexattention(?!.*_expanded)", "FlexAttention is in the ai.onnx.preview domain, outside the opset"),
+    (r"^test_ai_onnx_ml_", "the ai.onnx.ml domain is outside the opset"),
+    # -- types outside the opset
+    (r"^test_(sequence_|split_to_sequence|identity_sequence|optional_|identity_opt|if_seq|if_opt|loop1[36]_seq)",
+     "sequence and optional types are outside the opset"),
+    (r"^test_(string|strnorm|regex_full_match|tfidfvectorizer|equal_string)", "string types are outside the opset"),
+    (r"^test_[a-z_]+_uint(16|32|64)(_expanded)?_cpu$", "uint16/uint32/uint64 are outside the opset"),
+    (r"^test_(top_k_uint64|pow_types_float32_uint(32|64))_", "uint32/uint64 are outside the opset"),
+    (r"^test_cast(like)?_.*(FLOAT8|FLOAT4|INT4|INT2|UINT4|UINT2|E8M0)",
+     "float8/float4/int4/int2 types are outside the opset"),
+    (r"^test_pow_types_int(32|64)_", "pow with an integer base is outside the opset (pow takes float types)"),
+    (r"^test_reduce_(max|min)(_empty_set)?_bool", "max/min reductions of bool are outside the opset"),
+    # -- attribute values and modes outside the opset
+    (r"^test_(Conv3d|AvgPool3d|MaxPool3d|averagepool_3d|maxpool_3d|convtranspose_3d|lppool_3d)",
+     "3-d convolution and pooling are outside the opset (1-d and 2-d)"),
+    (r"^test_arg(max|min)_.*_select_last_index_", "select_last_index=1 is outside the opset"),
+    (r"^test_maxpool_with_argmax_", "MaxPool's Indices output is outside the opset"),
+    (r"^test_averagepool_2d_dilations_", "dilated AveragePool is outside the opset"),
+    (r"^test_averagepool_2d_pads_cpu$", "pads beyond half the window with count_include_pad=0 are outside the opset"),
+    (r"^test_resize_.*(cubic|antialias|tf_crop_and_resize|half_pixel_symmetric|align_corners|not_larger|not_smaller|"
+     r"round_prefer_ceil_asymmetric|nearest_ceil_half_pixel)", "Resize mode outside the opset (cubic, antialias, "
+     "crop, aspect-ratio policies, coordinate modes other than half_pixel and asymmetric)"),
+    (r"^test_resize_(downsample_(scales|sizes)_nearest|upsample_sizes_nearest(_axes_\d_\d)?|"
+     r"downsample_sizes_linear_pytorch_half_pixel)_cpu$", "Resize factors outside the opset (rounded half-pixel "
+     "nearest needs whole upscale factors; pytorch_half_pixel with an output size of 1)"),
+    (r"^test_wrap_pad_", "Pad mode wrap is outside the opset"),
+    (r"^test_reduce_(max|min)_empty_set_cpu$", "max/min over an empty dim (the identity +-inf) is outside the opset"),
+    # -- random and training-mode ops
+    (r"^test_(bernoulli|training_dropout(_default)?(_mask)?_cpu$|random)", "random ops are outside the opset"),
+    (r"^test_(adagrad|adam|momentum|nesterov_momentum|gradient_of)", "training ops (ai.onnx.preview.training) are "
+     "outside the opset"),
+    (r"^test_batchnorm_.*_training_mode_",
+     "training-mode BatchNormalization (running statistics) is outside the opset"),
+    # -- precision
+    (r"^test_attention_4d_causal_fp16(_expanded)?_cpu$", "float16 attention rounds its intermediates to float16: "
+     "1.2e-3 relative error against the suite's rtol 1e-3"),
+]
+
+# Cases that must run (and pass) on the CPU device: the count measured when the
+# table was written, less a small margin so that adding cases to onnx does not
+# break the floor while losing converters does.
+RUN_FLOOR = 1250
+
+backend_test = onnx.backend.test.BackendTest(CpuBackend, __name__)
+for pattern, _reason in EXCLUDED:
+    backend_test.exclude(pattern)
+
+globals().update(backend_test.test_cases)
+
+
+def _cpu_cases() -> list[str]:
+    return sorted(name for case in backend_test.test_cases.values() for name in dir(case)
+                  if name.startswith("test_") and name.endswith("_cpu"))
+
+
+def test_exclusions_are_current_and_enough_cases_run():
+    names = _cpu_cases()
+    patterns = [re.compile(p) for p, _ in EXCLUDED]
+    stale = [p.pattern for p in patterns if not any(p.search(n) for n in names)]
+    assert not stale, f"exclusions matching no case: {stale}"
+    run = [n for n in names if not any(p.search(n) for p in patterns)]
+    light = {"test_bvlc_alexnet_cpu", "test_densenet121_cpu", "test_inception_v1_cpu", "test_inception_v2_cpu",
+             "test_resnet50_cpu", "test_shufflenet_cpu", "test_squeezenet_cpu", "test_vgg19_cpu",
+             "test_zfnet512_cpu"}
+    assert light <= set(run), f"light models excluded: {sorted(light - set(run))}"
+    print(f"\nONNX backend suite on cpu: {len(run)} cases run, {len(names) - len(run)} excluded "
+          f"({len(EXCLUDED)} patterns), of {len(names)}")
+    assert len(run) >= RUN_FLOOR
