@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -280,11 +280,9 @@ def _load(model: str | os.PathLike[str] | Any) -> Any:
 def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu",
          inputs: str | os.PathLike[str] | Mapping[str, np.ndarray] | None = None, seed: int = 0,
          dims: Mapping[str, int] | None = None, rtol: float | None = None, atol: float | None = None,
-         local: bool = True, progress: Callable[[str], None] | None = None) -> DiffReport:
+         local: bool = True) -> DiffReport:
     """Runs ``model`` on ``device`` and ``reference`` with the same inputs and compares every
     intermediate tensor (see the module docstring for how each is judged)."""
-    import chipdock
-
     from . import Session
     from .runner import check_inputs
 
@@ -296,11 +294,7 @@ def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu
         feeds = check_inputs(dev, inputs, "inputs")
     else:
         feeds = prepare_inputs(dev, inputs, seed, dims)
-    if progress:
-        progress(f"running on {dev.device}")
     got = dev.run_with_intermediates(feeds)
-    if progress:
-        progress(f"running on {ref.device}")
     want = ref.run_with_intermediates(feeds)
     values: dict[str, np.ndarray] = {**feeds, **got}
     producers = _node_protos(proto)
@@ -321,7 +315,6 @@ def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu
             report.nodes.append(_judge(index, node, out, got[out], want[out],
                                        None if local_ref is None else local_ref.get(out),
                                        tolerance_for(got[out].dtype, k, table, rtol, atol)))
-    chipdock.synchronize(dev.device)
     report.first_failure = next((i for i, n in enumerate(report.nodes) if not n.ok), None)
     return report
 
