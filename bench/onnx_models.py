@@ -310,8 +310,9 @@ def goals(results: list[Result]) -> dict[str, Any]:
 
 def markdown(results: list[Result], meta: dict[str, Any]) -> str:
     lines = [f"ONNX light models, CPU device vs onnxruntime {meta['onnxruntime']} CPUExecutionProvider, "
-             f"{meta['threads']} intra-op thread(s) each; median ms of interleaved rounds; ratio = chipdock / "
-             "onnxruntime (lower is better)", "",
+             f"{meta['threads']} intra-op thread(s) each, on {meta['processor']} ({meta['cpu_count']} cores, load "
+             f"average {meta['load_average']['start'][0]:.1f} at the start); median ms of interleaved rounds; "
+             "ratio = chipdock / onnxruntime (lower is better)", "",
              "| model | batch | chipdock ms | onnxruntime ms | ratio | rounds | max rel diff vs ort |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
@@ -320,8 +321,11 @@ def markdown(results: list[Result], meta: dict[str, Any]) -> str:
     g = meta["goals"]
     if not results:
         return "\n".join(lines) + "\n"
-    lines += ["", f"ResNet-50 at most {GOAL_RESNET}x: " + ("met" if g["resnet50_met"] else "NOT met") +
-              " (" + ", ".join(f"batch {b}: {v:.2f}x" for b, v in g["resnet50_ratio"].items()) + ")"]
+    if g["resnet50_ratio"]:
+        lines += ["", f"ResNet-50 at most {GOAL_RESNET}x: " + ("met" if g["resnet50_met"] else "NOT met") + " (" +
+                  ", ".join(f"batch {b}: {v:.2f}x" for b, v in g["resnet50_ratio"].items()) + ")"]
+    else:
+        lines += ["", "ResNet-50: not in this run"]
     for key, value in g.items():
         if key.startswith("at_parity_batch"):
             batch = key.removeprefix("at_parity_batch")
@@ -330,6 +334,15 @@ def markdown(results: list[Result], meta: dict[str, Any]) -> str:
                          f"({', '.join(value) or 'none'}): half " +
                          ("met" if g[f"half_at_parity_batch{batch}_met"] else "NOT met"))
     return "\n".join(lines) + "\n"
+
+
+def _cpu_name() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
+                platform.machine())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in available]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; the light models are {sorted(available)}")
+    load_at_start = os.getloadavg()
     results = []
     for name in names:
         for batch in args.batches:
@@ -367,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
     profiles = {name: profile(available[name], args.threads, args.seed) for name in names} if args.profile else {}
     meta = {"chipdock": chipdock.__version__, "onnxruntime": onnxruntime.__version__, "threads": args.threads,
-            "machine": platform.machine(), "processor": platform.processor() or platform.machine(),
+            "machine": platform.machine(), "processor": _cpu_name(),
+            "load_average": {"start": load_at_start, "end": os.getloadavg()},
             "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "command": " ".join(["python3", "bench/onnx_models.py", *(argv if argv is not None else sys.argv[1:])]),
             "goals": goals(results)}
