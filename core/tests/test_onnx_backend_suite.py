@@ -123,3 +123,15 @@ def test_exclusions_are_current_and_enough_cases_run():
     print(f"\nONNX backend suite on cpu: {len(run)} cases run, {len(names) - len(run)} excluded "
           f"({len(EXCLUDED)} patterns), of {len(names)}")
     assert len(run) >= RUN_FLOOR
+
+
+def test_adapter_run_node_and_devices():
+    import numpy as np
+    from onnx import helper
+
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1, alpha=2.0)
+    a, b, c = (np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((4, 3), np.float32), np.ones(4, np.float32))
+    (y,) = ChipdockBackend.run_node(node, [a, b, c], device="CPU")
+    np.testing.assert_allclose(y, 2.0 * a @ b.T + c)
+    assert ChipdockBackend.supports_device("CPU")
+    assert not ChipdockBackend.supports_device("NOSUCHDEVICE")

@@ -73,7 +73,7 @@ def test_small_cnn_matches_onnxruntime_and_folds_batchnorm():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     ops = [n.op_type for n in sess.nodes]
     assert "BatchNormalization" not in ops and ops[0] == "Conv", ops  # folded into the conv at load
-    unfolded = Session(model, device=DEVICE, fold_batchnorm=False)
+    unfolded = Session(model, device=DEVICE, fold_into_conv=False)
     assert [n.op_type for n in unfolded.nodes][:2] == ["Conv", "BatchNormalization"]
     np.testing.assert_allclose(unfolded.run([x])[0], want, rtol=1e-4, atol=1e-6)
 
@@ -108,10 +108,12 @@ def test_every_unsupported_node_is_listed_before_anything_runs():
         helper.make_node("Custom", ["r"], ["z"], name="other_domain", domain="com.example"),
         helper.make_node("Cast", ["r"], ["u"], name="cast_uint32", to=TensorProto.UINT32),
     ]
+    nodes.append(helper.make_node("Add", ["x", "bias"], ["xb"], name="fine_with_weight"))
     model = _model(
         nodes, [_vi("x", [1, 1, 4, 4]), _vi("x5", [1, 1, 2, 4, 4]), _vi("w5", [1, 1, 1, 3, 3])],
         [_vi("a", [1, 1, 4, 4]), _vi("p", [1, 1, 3, 3]), _vi("c5", [1, 1, 2, 2, 2]), _vi("z", [1]),
-         _vi("u", [1, 1, 4, 4], TensorProto.UINT32)])
+         _vi("u", [1, 1, 4, 4], TensorProto.UINT32), _vi("xb", [1, 1, 4, 4])],
+        [_init("bias", np.ones((1, 1, 4, 4), np.float32))])
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     before = chipdock.memory_stats(DEVICE)["total_allocations"]
     with pytest.raises(UnsupportedModelError) as info:
@@ -223,3 +225,25 @@ def test_dynamic_shape_input_is_read_at_run_time():
 def test_import_chipdock_does_not_import_onnx():
     code = "import sys, chipdock; assert 'onnx' not in sys.modules; import chipdock.onnx; assert 'onnx' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_per_channel_mul_and_add_fold_into_the_conv():
+    rng = np.random.default_rng(3)
+    inits = [
+        _init("w", rng.standard_normal((4, 2, 3, 3)).astype(np.float32)),
+        _init("s", rng.standard_normal((1, 4, 1, 1)).astype(np.float32)),  # per channel: folds
+        _init("t", rng.standard_normal((4, 1, 1)).astype(np.float32)),  # per channel: folds
+        _init("m", rng.standard_normal((1, 1, 6, 6)).astype(np.float32)),  # per pixel: stays
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+        helper.make_node("Mul", ["s", "c"], ["cs"], name="scale"),
+        helper.make_node("Add", ["cs", "t"], ["ct"], name="shift"),
+        helper.make_node("Mul", ["ct", "m"], ["y"], name="pixelwise"),
+    ]
+    model = _model(nodes, [_vi("x", [1, 2, 8, 8])], [_vi("y", [1, 4, 6, 6])], inits)
+    x = rng.standard_normal((1, 2, 8, 8)).astype(np.float32)
+    sess = Session(model, device=DEVICE)
+    assert [(n.name, n.op_type) for n in sess.nodes] == [("conv+scale+shift", "Conv"), ("pixelwise", "Mul")]
+    (want,) = _onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(sess.run([x])[0], want, rtol=1e-5, atol=1e-5)

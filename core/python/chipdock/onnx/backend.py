@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, shape_inference
 from onnx.backend.base import Backend, BackendRep
 
 from .. import _runtime
@@ -72,6 +72,8 @@ class ChipdockBackend(Backend):
         graph = helper.make_graph([node], f"run_node_{node.op_type}", graph_inputs, graph_outputs)
         opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        # The outputs' types come from shape inference (the checker wants them typed).
+        model = shape_inference.infer_shapes(model)
         session = Session(model, device=chipdock_device(device))
         return tuple(session.run(dict(zip(names, [np.asarray(v) for v in values], strict=True))))
 

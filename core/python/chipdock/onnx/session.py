@@ -94,15 +94,11 @@ class Session:
     """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``."""
 
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
-                 *, fold_batchnorm: bool = True) -> None:
+                 *, fold_into_conv: bool = True) -> None:
         self.device: Device = _resolve_device(device)
-        # Strict inference validates the model as given; after function bodies are
-        # inlined, a lenient pass types what it can (an untyped value is reported).
-        proto = infer_shapes(load_model(model))
-        proto, self._node_opsets = expand_functions(proto)
-        proto = infer_shapes(proto, strict=False)
+        proto = self._load(model)
         self.opset = default_opset(proto)
-        self._fold_batchnorm = fold_batchnorm
+        self._fold_into_conv = fold_into_conv
         self._slots: dict[str, int] = {"": 0}
         self._consts: dict[int, Tensor] = {}
         self._host: dict[int, np.ndarray] = {}
@@ -116,6 +112,24 @@ class Session:
         self._finish()
 
     # ------------------------------------------------------------- planning
+    def _load(self, model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
+        """The checked model with function ops inlined and every value typed where inference can."""
+        proto = load_model(model)
+        try:
+            # Strict inference validates the model as given; after inlining, a
+            # lenient pass types what it can (nodes needing an untyped value are reported).
+            proto = infer_shapes(proto)
+            strict_failure = None
+        except InvalidArgumentError as exc:
+            strict_failure = exc  # ONNX's inference of some function ops misses attribute defaults
+        proto, self._node_opsets = expand_functions(proto)
+        if strict_failure is not None:
+            try:
+                return infer_shapes(proto)
+            except InvalidArgumentError:
+                raise strict_failure from None
+        return infer_shapes(proto, strict=False)
+
     def _slot(self, name: str) -> int:
         slot = self._slots.get(name)
         if slot is None:
@@ -136,7 +150,21 @@ class Session:
             if v.name in self._type_problems and v.name not in inits:
                 self._errors.append((v.name, "graph input", self._type_problems[v.name]))
         for init in graph.initializer:
-            self._place_initializer(init)
+            self._types[init.name] = (onnx_to_dtype(init.data_type), tuple(init.dims))
+            if onnx_to_dtype(init.data_type) is None:
+                self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside "
+                                     "the opset"))
+        names = [node.name or f"{node.op_type}_{index}" for index, node in enumerate(graph.node)]
+        # Every node's op, attributes and types are checked before anything is
+        # placed on the device; value-dependent checks follow in the converters.
+        for node, name in zip(graph.node, names, strict=True):
+            problems = self._static_problems(node, name)
+            if problems:
+                self._errors.append((name, node.op_type, "; ".join(problems)))
+        self._unplaced = {init.name: init for init in graph.initializer} if self._errors else {}
+        if not self._errors:
+            for init in graph.initializer:
+                self._place_initializer(init)
         self.inputs = [self._value_info(v) for v in graph.input if v.name not in inits]
         self.outputs = [self._value_info(v) for v in graph.output]
         for node in graph.node:
@@ -144,22 +172,17 @@ class Session:
                 self._uses[name] = self._uses.get(name, 0) + 1
         for name in (o.name for o in graph.output):
             self._uses[name] = self._uses.get(name, 0) + 1
-        for index, node in enumerate(graph.node):
-            self._plan_node(node, node.name or f"{node.op_type}_{index}")
+        refused = {e[0] for e in self._errors}
+        for node, name in zip(graph.node, names, strict=True):
+            if name not in refused:
+                self._plan_node(node, name)
 
     def _value_info(self, v: onnx.ValueInfoProto) -> ValueInfo:
         dt, shape = self._types.get(v.name, (None, None))
         return ValueInfo(v.name, dt.numpy if dt is not None else np.dtype(object), tuple(shape or ()))
 
     def _place_initializer(self, init: onnx.TensorProto) -> None:
-        dt = onnx_to_dtype(init.data_type)
-        if dt is None:
-            self._errors.append((init.name, "initializer", f"dtype {onnx_type_name(init.data_type)} is outside the "
-                                 "opset"))
-            return
-        arr = numpy_helper.to_array(init)
-        self._types[init.name] = (dt, tuple(arr.shape))
-        self._set_const(init.name, arr)
+        self._set_const(init.name, numpy_helper.to_array(init))
 
     def _set_const(self, name: str, value: np.ndarray | Tensor) -> None:
         slot = self._slot(name)
@@ -173,6 +196,8 @@ class Session:
             self._host[slot] = arr  # small integer constants are shape inputs: keep them for converters
 
     def _const_host(self, name: str) -> np.ndarray | None:
+        if name in self._unplaced:  # a refused model: only the converters' checks run, on host values
+            return numpy_helper.to_array(self._unplaced[name])
         slot = self._slots.get(name)
         if slot is None or slot not in self._consts:
             return None
@@ -180,25 +205,28 @@ class Session:
             self._host[slot] = self._consts[slot].numpy()
         return self._host[slot]
 
-    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
-        problems = []
-        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
-        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+    def _static_problems(self, node: onnx.NodeProto, name: str) -> list[str]:
+        """Why the node cannot run, from its op, domain, attributes and types alone."""
         if node.domain not in ("", "ai.onnx"):
-            problems.append(f"domain {node.domain!r} is outside the opset")
-        opset = self._node_opsets.get(name, self.opset)
-        conv = find_converter(node.op_type, opset) if not problems else None
-        if conv is None and not problems:
+            return [f"domain {node.domain!r} is outside the opset"]
+        problems = []
+        conv = find_converter(node.op_type, self._node_opsets.get(name, self.opset))
+        if conv is None:
             problems.append("unknown op (no converter and no function body)")
-        if conv is not None:
+        else:
             extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
             if extra:
                 problems.append(f"attribute(s) {', '.join(extra)} not supported")
         problems += [f"input {i!r}: {self._type_problems[i]}" for i in node.input if i in self._type_problems]
         problems += [f"output {o!r}: {self._type_problems[o]}" for o in node.output if o in self._type_problems]
-        if problems:
-            self._errors.append((name, node.op_type, "; ".join(problems)))
-            return
+        return problems
+
+    def _plan_node(self, node: onnx.NodeProto, name: str) -> None:
+        in_types = [self._types.get(i, (None, None)) if i else (None, None) for i in node.input]
+        out_types = [self._types.get(o, (None, None)) if o else (None, None) for o in node.output]
+        opset = self._node_opsets.get(name, self.opset)
+        conv = find_converter(node.op_type, opset)
+        assert conv is not None  # _static_problems found one for every node
         ctx = NodeContext(node, opset, attribute_values(node), in_types, out_types,
                           lambda i: self._const_host(node.input[i]), self.device)
         try:
@@ -217,7 +245,7 @@ class Session:
         if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
             self._fold(step)
             return
-        if node.op_type == "BatchNormalization" and self._fold_batchnorm and self._fold_bn(node, step):
+        if self._fold_into_conv and self._fold_into_producer(node, step):
             return
         for out in node.output:
             self._producer[out] = step
@@ -236,36 +264,85 @@ class Session:
             if out:
                 self._set_const(out, value)
 
-    def _fold_bn(self, node: onnx.NodeProto, step: _Step) -> bool:
-        """Folds an inference BatchNormalization into the Conv producing its input (exact up to rounding)."""
-        src = node.input[0]
-        conv = self._producer.get(src)
-        if conv is None or conv.info.op_type != "Conv" or self._uses.get(src, 0) != 1:
+    def _conv_feeding(self, name: str) -> tuple[_Step, Tensor, Tensor | None] | None:
+        """The Conv step producing ``name`` for this node alone, with its constant weight and bias."""
+        conv = self._producer.get(name)
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1:
+            return None
+        weight = self._consts.get(conv.ins[1])
+        has_bias = len(conv.ins) > 2 and conv.ins[2] != 0
+        bias = self._consts.get(conv.ins[2]) if has_bias else None
+        if weight is None or (has_bias and bias is None):
+            return None
+        return conv, weight, bias
+
+    def _fold_into_producer(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Folds an inference BatchNormalization, or a per-channel constant Mul or Add, into the Conv before it.
+
+        The folded weight and bias are computed once, with chipdock ops on the
+        device; the result equals the unfolded graph up to rounding.
+        """
+        if node.op_type == "BatchNormalization":
+            found = self._conv_feeding(node.input[0])
+            params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
+            if found is None or any(p is None for p in params):
+                return False
+            conv, weight, bias = found
+            scale, beta, mean, var = params
+            eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
+                         device=self.device)
+            factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
+            shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
+            return self._refold(conv, step, self._scaled(weight, factor), ops.add(ops.mul(shifted, factor), beta))
+        if node.op_type not in ("Mul", "Add") or len(node.input) != 2 or node.attribute:
             return False
-        params = [self._consts.get(self._slots[n]) for n in node.input[1:5]]
-        w_name = conv.info.inputs[1]
-        weight = self._consts.get(self._slots[w_name])
-        bias = self._consts.get(self._slots[conv.info.inputs[2]]) if len(conv.info.inputs) > 2 and \
-            conv.info.inputs[2] else None
-        if weight is None or any(p is None for p in params) or (len(conv.info.inputs) > 2 and conv.info.inputs[2]
-                                                                 and bias is None):
-            return False
-        scale, beta, mean, var = params
-        eps = tensor(np.asarray(float(attribute_values(node).get("epsilon", 1e-5)), dtype=weight.dtype.numpy),
-                     device=self.device)
-        factor = ops.div(scale, ops.sqrt(ops.add(var, eps)))
-        new_w = ops.mul(weight, ops.reshape(factor, shape=[weight.shape[0]] + [1] * (weight.ndim - 1)))
-        shifted = ops.neg(mean) if bias is None else ops.sub(bias, mean)
-        new_b = ops.add(ops.mul(shifted, factor), beta)
+        for i in (0, 1):
+            found = self._conv_feeding(node.input[i])
+            other = self._consts.get(self._slots.get(node.input[1 - i], -1))
+            if found is None or other is None:
+                continue
+            conv, weight, bias = found
+            per_channel = self._per_channel(other, weight.shape[0], weight.ndim)
+            if per_channel is None:
+                return False
+            if node.op_type == "Mul":
+                new_bias = None if bias is None else ops.mul(bias, per_channel)
+                return self._refold(conv, step, self._scaled(weight, per_channel), new_bias)
+            zeros = ops.full(shape=[weight.shape[0]], value=0.0, dtype=weight.dtype, device=self.device)
+            return self._refold(conv, step, weight, ops.add(zeros if bias is None else bias, per_channel))
+        return False
+
+    @staticmethod
+    def _per_channel(value: Tensor, channels: int, rank: int) -> Tensor | None:
+        """``value`` as a 1-d tensor of 1 or ``channels`` values when it broadcasts only along the channel dim."""
+        shape = list(value.shape)
+        if len(shape) > rank:
+            return None
+        full = [1] * (rank - len(shape)) + shape
+        if any(d != 1 for i, d in enumerate(full) if i != 1) or full[1] not in (1, channels):
+            return None
+        return ops.reshape(value, shape=[full[1]])
+
+    @staticmethod
+    def _scaled(weight: Tensor, factor: Tensor) -> Tensor:
+        return ops.mul(weight, ops.reshape(factor, shape=[factor.shape[0]] + [1] * (weight.ndim - 1)))
+
+    def _refold(self, conv: _Step, step: _Step, weight: Tensor, bias: Tensor | None) -> bool:
+        """Points the Conv step at the new constants and at ``step``'s output."""
         base = conv.info.name
-        w_key, b_key = f"{base}/bn_folded_weight", f"{base}/bn_folded_bias"
-        self._set_const(w_key, new_w.contiguous())
-        self._set_const(b_key, new_b.contiguous())
-        out = node.output[0]
-        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", (conv.info.inputs[0], w_key, b_key), (out,))
-        conv.ins = [conv.ins[0], self._slots[w_key], self._slots[b_key]]
-        conv.outs = [self._slot(out)]
-        del self._producer[src]
+        n = len(self._consts)
+        w_key, b_key = f"{base}/folded_weight_{n}", f"{base}/folded_bias_{n}"
+        self._set_const(w_key, weight.contiguous())
+        ins = [conv.ins[0], self._slots[w_key]]
+        names = [conv.info.inputs[0], w_key]
+        if bias is not None:
+            self._set_const(b_key, bias.contiguous())
+            ins.append(self._slots[b_key])
+            names.append(b_key)
+        out = step.info.outputs[0]
+        del self._producer[conv.info.outputs[0]]
+        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", tuple(names), (out,))
+        conv.ins, conv.outs = ins, [self._slot(out)]
         self._producer[out] = conv
         return True
 
