@@ -45,7 +45,7 @@ EXCLUDED: list[tuple[str, str]] = [
     (r"^test_(ceil|floor|round|sign)(_example|_model)?_", "rounding and sign ops are outside the opset"),
     (r"^test_(bitshift|bitwise|bitcast)_", "bit manipulation is outside the opset"),
     (r"^test_mod_(float|mixed_sign_float)", "floating-point Mod has no exact form in the opset"),
-    (r"^test_(det|einsum|cumprod|dft|stft|melweightmatrix|col2im|eyelike|nonzero|onehot|unique|compress|gathernd|"
+    (r"^test_(det|einsum|cumprod|dft|stft|melweightmatrix|col2im|nonzero|unique|compress|gathernd|"
      r"scatternd|tensorscatter|reversesequence|maxunpool|lppool|shrink)(?!.*_expanded)", "op outside the opset"),
     (r"^test_(gridsample|roialign|nonmaxsuppression|deform_conv|basic_deform_conv|image_decoder|affine_grid)_",
      "vision op outside the opset (its function body, where any, needs If/Loop or ops outside the opset)"),

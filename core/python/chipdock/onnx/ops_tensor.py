@@ -561,3 +561,46 @@ def _trilu(ctx: NodeContext) -> Kernel:
         return ops.where(keep, x, zero)
 
     return run
+
+
+@converter("OneHot", attributes=("axis",))
+def _one_hot(ctx: NodeContext) -> Kernel:
+    rank = ctx.rank(0)
+    if rank is None:
+        raise Unsupported("the indices' rank is unknown after shape inference")
+    ctx.require_dtype("where", 2)
+    axis = _norm_axis(int(ctx.attr("axis", -1)), rank + 1)
+    depth_const = ctx.const(1)
+
+    def run(indices: Any, depth: Any, values: Any) -> Any:
+        n = int(np.asarray(depth_const if depth_const is not None else depth.numpy()).reshape(-1)[0])
+        idx = indices if indices.dtype.name == "int64" else ops.cast(indices, to="int64")
+        size = tensor(np.asarray(n, np.int64), device=idx.device)
+        idx = ops.where(ops.lt(idx, tensor(np.asarray(0, np.int64), device=idx.device)), ops.add(idx, size), idx)
+        shape = list(idx.shape)
+        shape.insert(axis, 1)
+        positions = ops.reshape(ops.arange(limit=float(n), dtype="int64", device=idx.device),
+                                shape=[n if d == axis else 1 for d in range(rank + 1)])
+        hot = ops.eq(ops.reshape(idx, shape=shape), positions)  # out-of-range indices match nothing, as ONNX
+        off_on = ops.split(values, axis=0, sizes=[1, 1])
+        return ops.where(hot, ops.reshape(off_on[1], shape=[]), ops.reshape(off_on[0], shape=[]))
+
+    return run
+
+
+@converter("EyeLike", attributes=("dtype", "k"))
+def _eye_like(ctx: NodeContext) -> Kernel:
+    ctx.require_rank(0, 2)
+    to = onnx_to_dtype(int(ctx.attr("dtype"))) if "dtype" in ctx.attrs else ctx.dtype(0)
+    if to is None:
+        raise Unsupported(f"dtype {ctx.attr('dtype')} is outside the opset")
+    k = int(ctx.attr("k", 0))
+
+    def run(x: Any) -> Any:
+        rows, cols = x.shape
+        r = ops.reshape(ops.arange(start=float(k), limit=float(rows + k), dtype="int64", device=x.device),
+                        shape=[rows, 1])
+        c = ops.reshape(ops.arange(limit=float(cols), dtype="int64", device=x.device), shape=[1, cols])
+        return ops.cast(ops.eq(r, c), to=to)  # ones where j == i + k
+
+    return run

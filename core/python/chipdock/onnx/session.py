@@ -96,6 +96,7 @@ class Session:
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
                  *, fold_into_conv: bool = True) -> None:
         self.device: Device = _resolve_device(device)
+        self.nodes: list[NodeInfo] = []
         proto = self._load(model)
         self.opset = default_opset(proto)
         self._fold_into_conv = fold_into_conv
@@ -361,7 +362,7 @@ class Session:
                 frees.setdefault(index, []).append(slot)
         for index, step in enumerate(self._steps):
             step.frees = tuple(frees.get(index, ()))
-        self.nodes: list[NodeInfo] = [s.info for s in self._steps]
+        self.nodes = [s.info for s in self._steps]
         self._input_slots = [self._slot(v.name) for v in self.inputs]
         self._template: list[Any] = [None] * len(self._slots)
         for slot, value in self._consts.items():
