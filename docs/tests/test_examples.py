@@ -2,8 +2,9 @@
 
 - Every ``docs/examples/*.py`` runs in a fresh interpreter and must exit 0
   (the examples check their own results with ``assert``).
-- Every fenced ```` ```python ```` block of ``docs/user_guide.md`` and
-  ``docs/backend_guide.md`` runs in a fresh interpreter and must exit 0,
+- Every fenced ```` ```python ```` block of the guides (``README.md``,
+  ``docs/user_guide.md``, ``docs/backend_guide.md``, ``docs/conformance.md``,
+  ``docs/models.md``) runs in a fresh interpreter and must exit 0,
   unless it contains the marker comment ``# not run`` (kept for fragments
   that need a backend built first, or hardware).
 - A block introduced by "This is `docs/examples/<name>.py`" must be that
@@ -30,7 +31,8 @@ import pytest
 DOCS = Path(__file__).resolve().parents[1]
 REPO = DOCS.parent
 EXAMPLES = sorted((DOCS / "examples").glob("*.py"))
-GUIDES = [REPO / "README.md", DOCS / "user_guide.md", DOCS / "backend_guide.md", DOCS / "conformance.md"]
+GUIDES = [REPO / "README.md", DOCS / "user_guide.md", DOCS / "backend_guide.md", DOCS / "conformance.md",
+          DOCS / "models.md"]
 NOT_RUN_MARKER = "# not run"
 TIMEOUT_S = 300
 

@@ -178,5 +178,222 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     sys.exit(code)
 
 
+# ------------------------------------------------------------------ models (chipdock.onnx)
+
+_DEVICE_HELP = "The device to run on, TYPE[:ORDINAL] (see `chipdock doctor`)."
+
+
+def _fail(command: str, exc: BaseException) -> None:
+    """A clear one-line error on stderr and exit status 1 (bad input, a missing backend, an unsupported model)."""
+    click.echo(f"chipdock {command}: {exc}", err=True)
+    sys.exit(1)
+
+
+def _model_errors() -> tuple[type[BaseException], ...]:
+    from .errors import ChipdockError
+
+    errors: list[type[BaseException]] = [ChipdockError, OSError]
+    try:
+        import onnx
+
+        errors.append(onnx.checker.ValidationError)
+        from google.protobuf.message import DecodeError
+
+        errors.append(DecodeError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+def _model_options(fn: Any) -> Any:
+    for option in reversed([
+        click.argument("model", type=click.Path(exists=True, dir_okay=False)),
+        click.option("--device", required=True, metavar="TYPE[:ORDINAL]", help=_DEVICE_HELP),
+        click.option("--inputs", "inputs_path", type=click.Path(exists=True, dir_okay=False), metavar="FILE.npz",
+                     help="Inputs by name (numpy.savez); otherwise generated from the declared dtypes and shapes."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the generated inputs."),
+        click.option("--dim", "dims", multiple=True, metavar="NAME=VALUE",
+                     help="Size of a symbolic input dimension for generated inputs (repeatable; default 1)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _tensor_table(title: str, rows: list[Any]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in ("name", "shape", "dtype", "min", "max", "mean"):
+        table.add_column(col, justify="right" if col in ("min", "max", "mean") else "left")
+    for r in rows:
+        stat = [("-" if v is None else f"{v:.6g}") for v in (r.min, r.max, r.mean)]
+        table.add_row(r.name, str(tuple(r.shape)), r.dtype, *stat)
+    return table
+
+
+@main.command()
+@_model_options
+@click.option("--bench", "bench_runs", type=click.IntRange(min=1), metavar="N",
+              help="Benchmark: cold start, then N timed runs after the warmup (latency percentiles, throughput, "
+                   "peak device memory).")
+@click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed runs before --bench.")
+@click.option("--profile", is_flag=True, help="With --bench: time every node as well and list the op types by time.")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the --profile table.")
+def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple[str, ...], as_json: bool,
+        bench_runs: int | None, warmup: int, profile: bool, top: int) -> None:
+    """Run an ONNX model on a device and describe its outputs; --bench measures it."""
+    if profile and bench_runs is None:
+        raise click.UsageError("--profile needs --bench N")
+    try:
+        from .onnx import runner
+    except ImportError as exc:
+        _fail("run", exc)
+    try:
+        result = _run_model(runner, model, device, inputs_path, seed, runner.parse_dims(dims), bench_runs, warmup,
+                            profile)
+    except _model_errors() as exc:
+        _fail("run", exc)
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    console = _console()
+    rep = result["run"]
+    console.print(f"[bold]{model}[/] on [bold]{rep['device']}[/]: run in {rep['seconds'] * 1e3:.2f} ms")
+    console.print(_tensor_table("inputs", [runner.TensorSummary(**t) for t in rep["inputs"]]))
+    console.print(_tensor_table("outputs", [runner.TensorSummary(**t) for t in rep["outputs"]]))
+    if "bench" in result:
+        console.print(_bench_table(result["bench"]))
+        if result["bench"]["profile"]:
+            console.print(_profile_table(result["bench"]["profile"][:top]))
+
+
+def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
+               bench_runs: int | None, warmup: int, profile: bool) -> dict[str, Any]:
+    import chipdock
+
+    from .onnx import Session
+
+    def feeds(session: Any) -> dict[str, Any]:
+        return runner.prepare_inputs(session, inputs_path, seed, dims)
+
+    chipdock_device = chipdock.device(device)  # an unknown device fails here, before the model loads
+    if bench_runs is None:
+        session = Session(model, device=chipdock_device)
+        report, _ = runner.run_once(session, feeds(session), model)
+        return {"run": report.as_dict()}
+    bench_report, session = runner.benchmark(lambda: Session(model, device=chipdock_device), chipdock_device,
+                                             feeds, bench_runs, warmup, model)
+    inputs = feeds(session)
+    if profile:
+        bench_report.profile = runner.profile_ops(session, inputs, repeats=max(1, min(bench_runs, 10)))
+    report, _ = runner.run_once(session, inputs, model)
+    return {"run": report.as_dict(), "bench": bench_report.as_dict()}
+
+
+def _bench_table(b: dict[str, Any]) -> Table:
+    table = Table(title=f"benchmark: {b['runs']} runs after {b['warmup']} warmup, batch {b['batch']}",
+                  title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    lat = b["latency_ms"]
+    for label, value in (
+        ("cold start: Session()", f"{b['session_seconds'] * 1e3:.1f} ms"),
+        ("cold start: first run", f"{b['first_run_seconds'] * 1e3:.2f} ms"),
+        ("latency P50", f"{lat['p50']:.3f} ms"), ("latency P95", f"{lat['p95']:.3f} ms"),
+        ("latency P99", f"{lat['p99']:.3f} ms"), ("latency mean / min / max",
+                                                  f"{lat['mean']:.3f} / {lat['min']:.3f} / {lat['max']:.3f} ms"),
+        ("throughput", f"{b['inferences_per_s']:.1f} inferences/s, {b['samples_per_s']:.1f} samples/s"),
+        ("device memory: weights", _fmt_bytes(b["weights_bytes"])),
+        ("device memory: peak", _fmt_bytes(b["peak_bytes"])),
+    ):
+        table.add_row(label, value)
+    return table
+
+
+def _profile_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(title="time by op type (each node timed alone, device synchronized)", title_justify="left")
+    for col in ("op type", "nodes", "ms per run", "share", "slowest node", "its ms"):
+        table.add_column(col, justify="left" if col in ("op type", "slowest node") else "right")
+    for r in rows:
+        table.add_row(r["op_type"], str(r["nodes"]), f"{r['ms']:.3f}", f"{r['share'] * 100:.1f}%",
+                      r["slowest_node"], f"{r['slowest_ms']:.3f}")
+    return table
+
+
+@main.command()
+@_model_options
+@click.option("--reference", default="cpu", show_default=True, metavar="TYPE[:ORDINAL]",
+              help="The device the model's values are compared with.")
+@click.option("--rtol", type=click.FloatRange(min=0), help="Judge float outputs by |dev - ref| <= atol + rtol*|ref| "
+              "instead of the opset's precision table.")
+@click.option("--atol", type=click.FloatRange(min=0), help="See --rtol (the one not given is 0).")
+@click.option("--all", "show_all", is_flag=True, help="List every node (default: the first 5, then failures).")
+def diff(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple[str, ...], as_json: bool,
+         reference: str, rtol: float | None, atol: float | None, show_all: bool) -> None:
+    """Run a model on DEVICE and on the reference with the same inputs and compare every intermediate tensor.
+
+    Exit status 1 when any node's error exceeds its tolerance; the first such node is marked.
+    """
+    try:
+        from .onnx import diff as diff_mod
+        from .onnx import runner
+    except ImportError as exc:
+        _fail("diff", exc)
+    import chipdock
+
+    try:
+        chipdock.device(device)  # an unknown device fails here, before the model loads
+        chipdock.device(reference)
+        report = diff_mod.diff(model, device, reference, inputs_path, seed, runner.parse_dims(dims), rtol, atol)
+    except _model_errors() as exc:
+        _fail("diff", exc)
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        _print_diff(report, show_all)
+    sys.exit(0 if report.ok else 1)
+
+
+def _print_diff(report: Any, show_all: bool) -> None:
+    console = _console()
+    table = Table(title=f"{report.model}: {report.device} vs {report.reference}", title_justify="left")
+    for col in ("#", "node", "op", "output", "shape", "dtype", "max abs", "max rel", "local abs", "bad", "tolerance",
+                ""):
+        table.add_column(col, justify="right" if col in ("#", "max abs", "max rel", "local abs", "bad") else "left")
+    shown = 0
+    for i, n in enumerate(report.nodes):
+        if not (show_all or i < 5 or not n.ok or i == report.first_failure):
+            continue
+        mark = ("[red bold]FIRST[/]" if i == report.first_failure else "[red]over[/]") if not n.ok else "[green]ok[/]"
+        if n.note:
+            mark += f" {n.note}"
+        elif n.judged_on == "propagated":
+            mark += " (judged on propagated error)"
+        table.add_row(str(n.index), n.node or "-", n.op_type, n.output, str(tuple(n.shape)), n.dtype,
+                      f"{n.max_abs:.3g}", f"{n.max_rel:.3g}",
+                      "-" if n.local_max_abs is None else f"{n.local_max_abs:.3g}", f"{n.mismatches}/{n.size}",
+                      n.tolerance, mark)
+        shown += 1
+    console.print(table)
+    if shown < len(report.nodes):
+        console.print(f"({len(report.nodes) - shown} more rows within tolerance; --all lists them)")
+    console.print("max abs/rel: the device against the reference run; local abs: against the node alone re-run on "
+                  "the reference with the device's inputs (what `bad` counts)")
+    console.print(f"tolerances: {report.tolerance_source}")
+    if report.ok:
+        console.print(f"[green]all {len(report.nodes)} values within tolerance[/]")
+    else:
+        first = report.nodes[report.first_failure]
+        bad = sum(not n.ok for n in report.nodes)
+        console.print(f"[red]{bad} of {len(report.nodes)} values out of tolerance; first: node "
+                      f"{first.node or first.index!r} ({first.op_type}) output {first.output!r}[/]")
+
+
 if __name__ == "__main__":
     main()
