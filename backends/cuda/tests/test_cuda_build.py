@@ -37,7 +37,7 @@ def test_the_library_finds_the_wheels_cuda_libraries_through_its_runpath(lib):
     assert lib in needed
     # Nothing else from CUDA: no toolkit library, no libcublas (cuBLASLt alone does the products).
     assert {n for n in needed if "cu" in n} == {"libcudart.so.13", "libcublasLt.so.13"}, needed
-    assert re.search(r"R(UN)?PATH.*\[\$ORIGIN/\.\./nvidia/cu13/lib\]", dynamic), dynamic
+    assert re.search(r"R(UN)?PATH.*\[\$ORIGIN/\.\./nvidia/cu13/lib[]:]", dynamic), dynamic
     # Resolved without LD_LIBRARY_PATH, into the nvidia-cuda-runtime / nvidia-cublas wheels beside the plug-in.
     env = {"PATH": "/usr/bin:/bin"}
     ldd = subprocess.run([_tool("ldd"), str(_library())], capture_output=True, text=True, env=env).stdout
@@ -56,4 +56,5 @@ def test_the_manifest_declares_runtime_driver_and_version():
     assert manifest["vendor_runtime"] == {"name": "CUDA", "version": "13.0"}
     assert manifest["driver"]["name"] == "nvidia"
     assert re.fullmatch(r"\d+\.\d+(\.\d+)?", manifest["driver"]["min_version"])
-    assert re.search(r'^dependencies = \["nvidia-cuda-runtime==13\.0\.\*", "nvidia-cublas==13\.0\.\*", "nvidia-nccl-cu13', pyproject, re.M)
+    needs = r'"nvidia-cuda-runtime==13\.0\.\*", "nvidia-cublas==13\.0\.\*", "nvidia-nccl-cu13'
+    assert re.search(r"^dependencies = \[" + needs, pyproject, re.M)

@@ -24,10 +24,13 @@ def test_the_backend_is_accepted_with_zero_devices_and_the_reason(no_gpu_info):
     assert no_gpu_info["device_count"] == 0
     assert no_gpu_info["device_error"].startswith(NO_GPU_REASONS), no_gpu_info["device_error"]
     # Kernels register without a device: registration never touches the driver.
-    # copy (10 dtypes) + the elementwise family: 58 binary arithmetic, 83 unary, 68 comparison/logical/where,
-    # 100 cast signatures (src/kernels/elementwise*.cu); matmul, gemm, conv2d, conv_transpose2d and
-    # scaled_dot_product_attention in the 4 float dtypes (src/kernels/{matmul,conv,attention}.cu).
-    assert no_gpu_info["kernel_count"] == 10 + 58 + 83 + 68 + 100 + 5 * 4
+    # Every op signature the CPU reference registers has a CUDA kernel (copy, the elementwise family, reductions and
+    # norms, linear algebra, data movement and pooling): 621 registrations, the same count as cpu.
+    cpu = run_python(
+        "import chipdock, json; print(json.dumps([b.kernel_count for b in chipdock.backends() if b.name == 'cpu']))"
+    )
+    assert cpu.returncode == 0, cpu.stderr
+    assert [no_gpu_info["kernel_count"]] == json.loads(cpu.stdout.splitlines()[-1])
 
 
 def test_import_and_the_cpu_device_still_work(no_gpu_info):
