@@ -64,7 +64,7 @@ else()
     add_library(chipdock::backend_support INTERFACE IMPORTED)
     set_target_properties(chipdock::backend_support PROPERTIES
       INTERFACE_INCLUDE_DIRECTORIES "${_chipdock_support_dir}/include"
-      INTERFACE_SOURCES "${_chipdock_support_dir}/src/error.cpp;${_chipdock_support_dir}/src/core_link.cpp"
+      INTERFACE_SOURCES "${_chipdock_support_dir}/src/attributes.cpp;${_chipdock_support_dir}/src/core_link.cpp;${_chipdock_support_dir}/src/error.cpp"
       INTERFACE_LINK_LIBRARIES chipdock::device_api)
   endif()
   unset(_chipdock_support_dir)

@@ -18,7 +18,8 @@ string(REGEX REPLACE ".*CD_ABI_VERSION_MINOR ([0-9]+).*" "\\1" CHIPDOCK_ABI_MINO
 # The backend-support library (errors, core link) from the source tree.
 set(_cd_support "${CMAKE_CURRENT_SOURCE_DIR}/../../device_api/support")
 add_library(chipdock_cpu MODULE ${CHIPDOCK_CPU_SOURCES}
-            "${_cd_support}/src/error.cpp" "${_cd_support}/src/core_link.cpp")
+            "${_cd_support}/src/attributes.cpp" "${_cd_support}/src/core_link.cpp"
+            "${_cd_support}/src/error.cpp")
 target_include_directories(chipdock_cpu PRIVATE "${_cd_support}/include")
 target_link_libraries(chipdock_cpu PRIVATE chipdock_cpu_abi_headers)
 set_target_properties(chipdock_cpu PROPERTIES

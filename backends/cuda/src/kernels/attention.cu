@@ -251,7 +251,7 @@ void enqueue_attention(const cd_kernel_context* ctx) {
     }
   }
   Problem p;
-  p.causal = blas::attr_int(ctx, "causal", 0) != 0;
+  p.causal = int_attribute(ctx, "causal", 0) != 0;
   p.L = q.dim(-2);
   p.E = q.dim(-1);
   p.S = k.dim(-2);
@@ -260,7 +260,7 @@ void enqueue_attention(const cd_kernel_context* ctx) {
     fail(CD_STATUS_INVALID_ARGUMENT, "k must be (..., S, %lld) and v (..., S, Ev) with k's S",
          static_cast<long long>(p.E));
   }
-  p.scale = blas::attr_float(ctx, "scale", 0.0);
+  p.scale = float_attribute(ctx, "scale", 0.0);
   if (p.scale == 0.0) p.scale = p.E > 0 ? 1.0 / std::sqrt(static_cast<double>(p.E)) : 1.0;
   auto batch_of = [](const Tensor& t) { return Dims(t.shape.begin(), t.shape.end() - 2); };
   p.batch = blas::broadcast_shapes(blas::broadcast_shapes(batch_of(q), batch_of(k), "q and k batch dims"),

@@ -133,37 +133,6 @@ void require_ndim(const Tensor& t, size_t ndim, const char* what) {
   if (t.ndim() != ndim) fail(CD_STATUS_INVALID_ARGUMENT, "%s must be %zu-d, got %zu dims", what, ndim, t.ndim());
 }
 
-int64_t attr_int(const cd_kernel_context* ctx, const char* name, int64_t fallback) {
-  const cd_attribute* a = ew::find_attribute(ctx, name);
-  if (a == nullptr) return fallback;
-  if (a->type != CD_ATTR_INT) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
-  }
-  return a->value.i;
-}
-
-double attr_float(const cd_kernel_context* ctx, const char* name, double fallback) {
-  return ew::float_attribute(ctx, name, fallback);
-}
-
-Dims attr_ints(const cd_kernel_context* ctx, const char* name, size_t length, const Dims& fallback) {
-  const cd_attribute* a = ew::find_attribute(ctx, name);
-  Dims v = fallback;
-  if (a != nullptr) {
-    if (a->type != CD_ATTR_INTS) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a list of ints (type %d)", name, a->type);
-    }
-    if (a->count < 0 || (a->count > 0 && a->value.ints == nullptr)) {
-      fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' has %d values", name, a->count);
-    }
-    v.assign(a->value.ints, a->value.ints + a->count);
-  }
-  if (v.size() != length) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must have %zu values, got %zu", name, length, v.size());
-  }
-  return v;
-}
-
 Dims broadcast_shapes(const Dims& a, const Dims& b, const char* what) {
   const size_t n = a.size() > b.size() ? a.size() : b.size();
   Dims out(n, 1);

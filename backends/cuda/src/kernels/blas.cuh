@@ -21,6 +21,7 @@
 #include "../cuda_check.h"
 #include "../error.h"
 #include "chipdock/cd_kernel.h"
+#include "kernels.h"
 
 namespace chipdock_cuda {
 namespace blas {
@@ -62,12 +63,6 @@ Tensor input(const cd_kernel_context* ctx, int32_t i);
 Tensor output(const cd_kernel_context* ctx);
 
 void require_ndim(const Tensor& t, size_t ndim, const char* what);
-
-// Attributes (the dispatcher passes every declared one; a raw launch falls
-// back to the spec's default). Throw INVALID_ARGUMENT on a wrong type.
-int64_t attr_int(const cd_kernel_context* ctx, const char* name, int64_t fallback);
-double attr_float(const cd_kernel_context* ctx, const char* name, double fallback);
-Dims attr_ints(const cd_kernel_context* ctx, const char* name, size_t length, const Dims& fallback);
 
 // NumPy broadcast of two shapes, or INVALID_ARGUMENT naming `what`.
 Dims broadcast_shapes(const Dims& a, const Dims& b, const char* what);

@@ -30,12 +30,11 @@ using blas::Mat;
 using blas::Scratch;
 using blas::Tensor;
 
-struct ConvShape {
+struct ConvShape : chipdock::support::Window2d {  // stride, dilation, padding
   bool transposed = false;
   int64_t N = 0, C = 0, H = 0, W = 0;  // input
   int64_t K = 0, OH = 0, OW = 0;       // output channels and size
   int64_t R = 0, S = 0, G = 1;         // kernel, groups
-  int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t oph = 0, opw = 0;            // output_padding (transposed)
 };
 
@@ -46,24 +45,8 @@ ConvShape read_shape(const cd_kernel_context* ctx, const Tensor& x, const Tensor
   blas::require_ndim(out, 4, "the output");
   ConvShape s;
   s.transposed = transposed;
-  const Dims stride = blas::attr_ints(ctx, "stride", 2, {1, 1});
-  const Dims pad = blas::attr_ints(ctx, "padding", 4, {0, 0, 0, 0});
-  const Dims dil = blas::attr_ints(ctx, "dilation", 2, {1, 1});
-  s.sh = stride[0];
-  s.sw = stride[1];
-  s.dh = dil[0];
-  s.dw = dil[1];
-  s.pt = pad[0];
-  s.pl = pad[1];
-  s.pb = pad[2];
-  s.pr = pad[3];
-  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "stride and dilation must be >= 1");
-  }
-  for (int64_t p : pad) {
-    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
-  }
-  s.G = blas::attr_int(ctx, "groups", 1);
+  static_cast<chipdock::support::Window2d&>(s) = chipdock::support::window2d_attributes(ctx, {1, 1}, true);
+  s.G = int_attribute(ctx, "groups", 1);
   if (s.G < 1) fail(CD_STATUS_INVALID_ARGUMENT, "groups must be >= 1");
   s.N = x.shape[0];
   s.C = x.shape[1];
@@ -88,7 +71,7 @@ ConvShape read_shape(const cd_kernel_context* ctx, const Tensor& x, const Tensor
     oh = oh < 0 ? 0 : oh / s.sh + 1;
     ow = ow < 0 ? 0 : ow / s.sw + 1;
   } else {
-    const Dims op = blas::attr_ints(ctx, "output_padding", 2, {0, 0});
+    const Dims op = ints_attribute(ctx, "output_padding", {0, 0}, 2);
     s.oph = op[0];
     s.opw = op[1];
     if (s.oph < 0 || s.opw < 0) fail(CD_STATUS_INVALID_ARGUMENT, "output_padding must be >= 0");

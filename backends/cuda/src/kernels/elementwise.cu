@@ -136,22 +136,6 @@ bool prepare(const cd_kernel_context* ctx, int num_in, const cd_dtype_t* dtypes,
   return true;
 }
 
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name) {
-  for (int32_t i = 0; i < ctx->num_attributes; ++i) {
-    const cd_attribute* a = ctx->attributes[i];
-    if (a != nullptr && a->name != nullptr && std::strcmp(a->name, name) == 0) return a;
-  }
-  return nullptr;
-}
-
-double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback) {
-  const cd_attribute* a = find_attribute(ctx, name);
-  if (a == nullptr) return fallback;
-  if (a->type == CD_ATTR_FLOAT) return a->value.f;
-  if (a->type == CD_ATTR_INT) return static_cast<double>(a->value.i);
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a float (type %d given)", name, a->type);
-}
-
 void register_one(cd_kernel_registry* registry, const char* op, cd_kernel_fn fn, const cd_dtype_t* dtypes,
                   int num_dtypes) {
   // The signatures outlive registration (as copy.cu's static tables do).

@@ -20,6 +20,7 @@
 #include "../cuda_check.h"
 #include "../error.h"
 #include "chipdock/cd_kernel.h"
+#include "kernels.h"
 
 namespace chipdock_cuda {
 namespace ew {
@@ -133,8 +134,6 @@ struct Operands {
 bool prepare(const cd_kernel_context* ctx, int num_in, const cd_dtype_t* dtypes, Loop* loop, Operands* ops,
              cudaStream_t* stream);
 
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
-double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback);
 
 template <class F> __device__ __forceinline__ void apply(const F& f, const Operands& ops, int64_t i,
                                                          const int64_t* off) {

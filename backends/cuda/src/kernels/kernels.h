@@ -8,8 +8,18 @@
 #include <cstdint>
 
 #include "chipdock/cd_kernel.h"
+#include "chipdock/support/attributes.h"
 
 namespace chipdock_cuda {
+
+// Kernel attributes are read with the kit's support library, as in every backend.
+using chipdock::support::bool_attribute;
+using chipdock::support::find_attribute;
+using chipdock::support::float_attribute;
+using chipdock::support::floats_attribute;
+using chipdock::support::int_attribute;
+using chipdock::support::ints_attribute;
+using chipdock::support::string_attribute;
 
 // Registers one kernel with the core; throws if the core refuses it.
 void register_kernel(cd_kernel_registry* registry, const char* op, const cd_dtype_t* dtypes,

@@ -154,8 +154,8 @@ cd_error* matmul_kernel(const cd_kernel_context* ctx) noexcept {
 void enqueue_gemm(const cd_kernel_context* ctx) {
   cudaStream_t stream = blas::begin(ctx, 2, 3);
   const blas::Tensor out = blas::output(ctx), a = blas::input(ctx, 0), b = blas::input(ctx, 1);
-  const double alpha = blas::attr_float(ctx, "alpha", 1.0), beta = blas::attr_float(ctx, "beta", 1.0);
-  const bool ta = blas::attr_int(ctx, "trans_a", 0) != 0, tb = blas::attr_int(ctx, "trans_b", 0) != 0;
+  const double alpha = float_attribute(ctx, "alpha", 1.0), beta = float_attribute(ctx, "beta", 1.0);
+  const bool ta = int_attribute(ctx, "trans_a", 0) != 0, tb = int_attribute(ctx, "trans_b", 0) != 0;
   blas::require_ndim(a, 2, "a");
   blas::require_ndim(b, 2, "b");
   blas::require_ndim(out, 2, "the output");

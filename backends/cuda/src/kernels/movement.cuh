@@ -79,11 +79,6 @@ Tensor input(const Call& call, int32_t i);
 Tensor output(const Call& call, int32_t i);
 
 // --- attributes (the dispatcher fills every one) ------------------------------------
-int64_t int_attr(const Call& call, const char* name);
-double float_attr(const Call& call, const char* name);  // FLOAT or INT
-std::string string_attr(const Call& call, const char* name);
-std::vector<int64_t> ints_attr(const Call& call, const char* name);
-std::vector<double> floats_attr(const Call& call, const char* name);  // or INTS
 int64_t axis_attr(const Call& call, const char* name, int32_t ndim);  // normalized: [0, ndim)
 
 // --- shapes -------------------------------------------------------------------------

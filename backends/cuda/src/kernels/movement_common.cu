@@ -150,63 +150,8 @@ Tensor output(const Call& call, int32_t i) {
 
 // --- attributes ----------------------------------------------------------------------
 
-namespace {
-
-const cd_attribute& need(const Call& call, const char* name) {
-  const cd_attribute* a = ew::find_attribute(call.ctx, name);
-  if (a == nullptr) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' is missing (the dispatcher fills every attribute)", name);
-  }
-  return *a;
-}
-
-[[noreturn]] void wrong_type(const cd_attribute& a, const char* expected) {
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be %s (type %d given)", a.name, expected, a.type);
-}
-
-}  // namespace
-
-int64_t int_attr(const Call& call, const char* name) {
-  const cd_attribute& a = need(call, name);
-  if (a.type != CD_ATTR_INT) wrong_type(a, "int");
-  return a.value.i;
-}
-
-double float_attr(const Call& call, const char* name) {
-  const cd_attribute& a = need(call, name);
-  if (a.type == CD_ATTR_FLOAT) return a.value.f;
-  if (a.type == CD_ATTR_INT) return static_cast<double>(a.value.i);
-  wrong_type(a, "float");
-}
-
-std::string string_attr(const Call& call, const char* name) {
-  const cd_attribute& a = need(call, name);
-  if (a.type != CD_ATTR_STRING) wrong_type(a, "string");
-  if (a.value.s == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' is NULL", name);
-  return a.value.s;
-}
-
-std::vector<int64_t> ints_attr(const Call& call, const char* name) {
-  const cd_attribute& a = need(call, name);
-  if (a.type != CD_ATTR_INTS) wrong_type(a, "ints");
-  if (a.count < 0 || (a.count > 0 && a.value.ints == nullptr)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' has a bad count %d", name, a.count);
-  }
-  return std::vector<int64_t>(a.value.ints, a.value.ints + a.count);
-}
-
-std::vector<double> floats_attr(const Call& call, const char* name) {
-  const cd_attribute& a = need(call, name);
-  if (a.type != CD_ATTR_FLOATS && a.type != CD_ATTR_INTS) wrong_type(a, "floats");
-  if (a.count < 0 || (a.count > 0 && a.value.floats == nullptr)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' has a bad count %d", name, a.count);
-  }
-  if (a.type == CD_ATTR_INTS) return std::vector<double>(a.value.ints, a.value.ints + a.count);
-  return std::vector<double>(a.value.floats, a.value.floats + a.count);
-}
-
 int64_t axis_attr(const Call& call, const char* name, int32_t ndim) {
-  const int64_t axis = int_attr(call, name);
+  const int64_t axis = int_attribute(call.ctx, name);
   if (axis < 0 || axis >= ndim) {
     fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' = %lld is not in [0, %d) (the dispatcher normalizes axes)",
          name, static_cast<long long>(axis), ndim);

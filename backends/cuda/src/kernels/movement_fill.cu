@@ -16,7 +16,7 @@ namespace mv {
 namespace {
 
 void check_dtype_attr(const Call& call, const Tensor& out) {
-  const int64_t dtype = int_attr(call, "dtype");
+  const int64_t dtype = int_attribute(call.ctx, "dtype");
   if (dtype != out.dtype) {
     fail(CD_STATUS_INVALID_ARGUMENT, "attribute dtype = %lld (%s) but the output is %s", static_cast<long long>(dtype),
          dtype_name(static_cast<cd_dtype_t>(dtype)), dtype_name(out.dtype));
@@ -38,8 +38,8 @@ void enqueue_arange(const cd_kernel_context* ctx) {
   const Tensor out = output(call, 0);
   check_dtype_attr(call, out);
   if (out.dtype == CD_DTYPE_BOOL) fail(CD_STATUS_INVALID_ARGUMENT, "arange of bool");
-  const double start = float_attr(call, "start"), delta = float_attr(call, "delta");
-  const double limit = float_attr(call, "limit");
+  const double start = float_attribute(call.ctx, "start"), delta = float_attribute(call.ctx, "delta");
+  const double limit = float_attribute(call.ctx, "limit");
   if (!std::isfinite(start) || !std::isfinite(delta) || !std::isfinite(limit) || delta == 0.0) {
     fail(CD_STATUS_INVALID_ARGUMENT, "arange needs finite start, limit, delta and delta != 0 (got %g, %g, %g)", start,
          limit, delta);
@@ -72,8 +72,8 @@ void enqueue_full(const cd_kernel_context* ctx) {
   const Call call = begin_call(ctx, 0, 0, 1, 1);
   const Tensor out = output(call, 0);
   check_dtype_attr(call, out);
-  require_shape(out, ints_attr(call, "shape"), "output 0");
-  const double value = float_attr(call, "value");
+  require_shape(out, ints_attribute(call.ctx, "shape"), "output 0");
+  const double value = float_attribute(call.ctx, "value");
   if (!fits_dtype(value, out.dtype)) {
     fail(CD_STATUS_INVALID_ARGUMENT, "value %g does not fit %s", value, dtype_name(out.dtype));
   }
@@ -162,14 +162,14 @@ void enqueue_resize(const cd_kernel_context* ctx) {
   if (nd < 2) fail(CD_STATUS_INVALID_ARGUMENT, "resize needs at least 2 dims, got %d", nd);
   require_dims(nd, "input 0");
   ResizeArgs a{};
-  const std::string mode = string_attr(call, "mode");
+  const std::string mode = string_attribute(call.ctx, "mode");
   if (mode == "linear") {
     a.linear = 1;
   } else if (mode != "nearest") {
     fail(CD_STATUS_INVALID_ARGUMENT, "mode '%s' is not one of nearest, linear", mode.c_str());
   }
-  const std::vector<int64_t> sizes = ints_attr(call, "sizes");
-  const std::vector<double> scales = floats_attr(call, "scales");
+  const std::vector<int64_t> sizes = ints_attribute(call.ctx, "sizes");
+  const std::vector<double> scales = floats_attribute(call.ctx, "scales");
   if (sizes.size() != 2 || scales.size() != 2) {
     fail(CD_STATUS_INVALID_ARGUMENT, "sizes and scales must both have 2 entries (the dispatcher fills both), got %zu "
          "and %zu", sizes.size(), scales.size());

@@ -386,7 +386,7 @@ void enqueue_scatter(const cd_kernel_context* ctx) {
   require_shape(upd, idx.shape, "input 2 (updates)");
   require_shape(out, data.shape, "output 0");
   ScatterArgs a{};
-  const std::string reduction = string_attr(call, "reduction");
+  const std::string reduction = string_attribute(call.ctx, "reduction");
   if (reduction == "none") {
     a.reduction = kNone;
   } else if (reduction == "add") {

@@ -60,8 +60,8 @@ void enqueue_split(const cd_kernel_context* ctx) {
   const int32_t nd = in.ndim();
   if (nd == 0) fail(CD_STATUS_INVALID_ARGUMENT, "cannot split a 0-d tensor");
   const size_t axis = static_cast<size_t>(axis_attr(call, "axis", nd));
-  const std::vector<int64_t> sizes = ints_attr(call, "sizes");
-  const int64_t num = int_attr(call, "num");
+  const std::vector<int64_t> sizes = ints_attribute(call.ctx, "sizes");
+  const int64_t num = int_attribute(call.ctx, "num");
   if (sizes.size() != static_cast<size_t>(ctx->num_outputs) || (num != 0 && num != static_cast<int64_t>(sizes.size()))) {
     fail(CD_STATUS_INVALID_ARGUMENT, "%d outputs for %zu sizes (num = %lld); the dispatcher fills sizes and sets "
          "num = len(sizes)", ctx->num_outputs, sizes.size(), static_cast<long long>(num));
@@ -105,7 +105,7 @@ void enqueue_tile(const cd_kernel_context* ctx) {
   const Tensor in = input(call, 0);
   const Tensor out = output(call, 0);
   require_dtype(out, in.dtype, "output 0");
-  const std::vector<int64_t> repeats = ints_attr(call, "repeats");
+  const std::vector<int64_t> repeats = ints_attribute(call.ctx, "repeats");
   const size_t nd = in.shape.size();
   if (repeats.size() != nd) fail(CD_STATUS_INVALID_ARGUMENT, "repeats has %zu entries for %zu dims", repeats.size(), nd);
   std::vector<int64_t> expected(nd);
@@ -183,7 +183,7 @@ void enqueue_pad(const cd_kernel_context* ctx) {
   require_dtype(out, in.dtype, "output 0");
   const size_t nd = in.shape.size();
   require_dims(static_cast<int32_t>(nd), "input 0");
-  const std::vector<int64_t> pads = ints_attr(call, "pads");
+  const std::vector<int64_t> pads = ints_attribute(call.ctx, "pads");
   if (pads.size() != 2 * nd) {
     fail(CD_STATUS_INVALID_ARGUMENT, "pads has %zu entries for %zu dims (expected begins then ends: %zu)",
          pads.size(), nd, 2 * nd);
@@ -195,7 +195,7 @@ void enqueue_pad(const cd_kernel_context* ctx) {
   }
   require_shape(out, expected, "output 0");
   PadArgs a{};
-  const std::string mode = string_attr(call, "mode");
+  const std::string mode = string_attribute(call.ctx, "mode");
   if (mode == "constant") {
     a.mode = kConstant;
   } else if (mode == "reflect") {
@@ -205,7 +205,7 @@ void enqueue_pad(const cd_kernel_context* ctx) {
   } else {
     fail(CD_STATUS_INVALID_ARGUMENT, "mode '%s' is not one of constant, reflect, edge", mode.c_str());
   }
-  const double value = float_attr(call, "value");
+  const double value = float_attribute(call.ctx, "value");
   if (a.mode == kConstant) {
     if (!fits_dtype(value, out.dtype)) {
       fail(CD_STATUS_INVALID_ARGUMENT, "value %g does not fit %s", value, dtype_name(out.dtype));

@@ -255,7 +255,7 @@ template <class T> __global__ void lrn_kernel(const T* x, T* y, NcPlan p) {
 // --- planning --------------------------------------------------------------------------------
 
 double non_negative(const cd_kernel_context* ctx, const char* name) {
-  const double v = attr_float(ctx, name);
+  const double v = float_attribute(ctx, name);
   if (!(v >= 0)) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' = %g must be >= 0", name, v);
   return v;
 }
@@ -344,7 +344,7 @@ void enqueue_group_norm(const cd_kernel_context* ctx) {
   RowPlan p;
   p.epsilon = non_negative(ctx, "epsilon");
   const int64_t channels = t[0].shape[1];
-  p.groups = attr_int(ctx, "num_groups");
+  p.groups = int_attribute(ctx, "num_groups");
   if (p.groups < 1 || channels % p.groups != 0) {
     fail(CD_STATUS_INVALID_ARGUMENT, "num_groups = %lld must be >= 1 and divide C = %lld",
          static_cast<long long>(p.groups), static_cast<long long>(channels));
@@ -406,9 +406,9 @@ void enqueue_lrn(const cd_kernel_context* ctx) {
   const Tensor out = output(ctx);
   const std::vector<Tensor> t = operands(ctx, out);
   require_nc(t, "local_response_norm");
-  const int64_t size = attr_int(ctx, "size");
+  const int64_t size = int_attribute(ctx, "size");
   if (size < 1) fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'size' = %lld must be >= 1", static_cast<long long>(size));
-  const double alpha = attr_float(ctx, "alpha"), beta = attr_float(ctx, "beta"), bias = attr_float(ctx, "bias");
+  const double alpha = float_attribute(ctx, "alpha"), beta = float_attribute(ctx, "beta"), bias = float_attribute(ctx, "bias");
   if (out.numel == 0) return;
   NcPlan p = plan_nc(t[0]);
   p.size = size;

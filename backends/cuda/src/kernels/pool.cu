@@ -22,21 +22,8 @@ namespace chipdock_cuda {
 namespace mv {
 namespace {
 
-// Optional pooling attributes: the CPU reference's defaults when absent.
-std::vector<int64_t> ints_or(const Call& call, const char* name, size_t length, std::vector<int64_t> fallback) {
-  if (ew::find_attribute(call.ctx, name) != nullptr) fallback = ints_attr(call, name);
-  if (fallback.size() != length) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must have %zu values, got %zu", name, length, fallback.size());
-  }
-  return fallback;
-}
-
-int64_t int_or(const Call& call, const char* name, int64_t fallback) {
-  return ew::find_attribute(call.ctx, name) != nullptr ? int_attr(call, name) : fallback;
-}
-
-struct PoolArgs {
-  int64_t N, C, H, W, OH, OW, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+struct PoolArgs : chipdock::support::Window2d {  // stride, dilation, padding
+  int64_t N, C, H, W, OH, OW, kh, kw;
   int64_t sN, sC, sH, sW;  // input strides (elements)
   int32_t include_pad;
 };
@@ -53,30 +40,15 @@ int64_t pool_out(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel,
 PoolArgs read_pool(const Call& call, const Tensor& x, const Tensor& out, bool is_max) {
   if (x.ndim() != 4) fail(CD_STATUS_INVALID_ARGUMENT, "x must be 4-d, got %d dims", x.ndim());
   if (out.ndim() != 4) fail(CD_STATUS_INVALID_ARGUMENT, "the output must be 4-d, got %d dims", out.ndim());
-  const std::vector<int64_t> kernel = ints_or(call, "kernel", 2, {});
+  const std::vector<int64_t> kernel = ints_attribute(call.ctx, "kernel", {}, 2);
   if (kernel[0] < 1 || kernel[1] < 1) fail(CD_STATUS_INVALID_ARGUMENT, "kernel must be >= 1");
-  std::vector<int64_t> stride = ew::find_attribute(call.ctx, "stride") ? ints_attr(call, "stride") : kernel;
-  if (stride.empty()) stride = kernel;  // the default: the kernel size
-  if (stride.size() != 2) fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'stride' must have 2 values");
-  const std::vector<int64_t> pad = ints_or(call, "padding", 4, {0, 0, 0, 0});
-  const std::vector<int64_t> dil = is_max ? ints_or(call, "dilation", 2, {1, 1}) : std::vector<int64_t>{1, 1};
   PoolArgs s{};
+  // The stride defaults to the kernel size; only max pooling has a dilation.
+  static_cast<chipdock::support::Window2d&>(s) = chipdock::support::window2d_attributes(call.ctx, kernel, is_max);
   s.kh = kernel[0];
   s.kw = kernel[1];
-  s.sh = stride[0];
-  s.sw = stride[1];
-  s.dh = dil[0];
-  s.dw = dil[1];
-  s.pt = pad[0];
-  s.pl = pad[1];
-  s.pb = pad[2];
-  s.pr = pad[3];
-  if (s.sh < 1 || s.sw < 1 || s.dh < 1 || s.dw < 1) fail(CD_STATUS_INVALID_ARGUMENT, "stride and dilation must be >= 1");
-  for (int64_t p : pad) {
-    if (p < 0) fail(CD_STATUS_INVALID_ARGUMENT, "padding must be >= 0");
-  }
-  const bool ceil_mode = int_or(call, "ceil_mode", 0) != 0;
-  s.include_pad = !is_max && int_or(call, "count_include_pad", 0) != 0;
+  const bool ceil_mode = int_attribute(call.ctx, "ceil_mode", 0) != 0;
+  s.include_pad = !is_max && int_attribute(call.ctx, "count_include_pad", 0) != 0;
   s.N = x.shape[0];
   s.C = x.shape[1];
   s.H = x.shape[2];

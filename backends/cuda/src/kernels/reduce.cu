@@ -321,10 +321,10 @@ void enqueue(const cd_kernel_context* ctx, Op op) {
   const size_t ndim = in.shape.size();
   std::vector<bool> reduced(ndim, false);
   if (is_arg(op)) {
-    const int64_t axis = check_axis(attr_int(ctx, "axis"), ndim, "axis");
+    const int64_t axis = check_axis(int_attribute(ctx, "axis"), ndim, "axis");
     if (ndim > 0) reduced[static_cast<size_t>(axis)] = true;
   } else {
-    const std::vector<int64_t> axes = attr_ints(ctx, "axes");
+    const std::vector<int64_t> axes = ints_attribute(ctx, "axes");
     for (size_t i = 0; i < axes.size(); ++i) {
       if (axes[i] < 0 || axes[i] >= static_cast<int64_t>(ndim) || (i > 0 && axes[i] <= axes[i - 1])) {
         fail(CD_STATUS_INVALID_ARGUMENT, "attribute 'axes' must be sorted, unique and in [0, %zu) (normalized)", ndim);
@@ -333,7 +333,7 @@ void enqueue(const cd_kernel_context* ctx, Op op) {
     }
     if (axes.empty()) reduced.assign(ndim, true);  // the op's meaning of "no axes"
   }
-  const bool keepdims = attr_bool(ctx, "keepdims");
+  const bool keepdims = bool_attribute(ctx, "keepdims");
   std::vector<int64_t> out_shape;
   std::vector<Dim> kept, reduced_dims;
   Plan p;

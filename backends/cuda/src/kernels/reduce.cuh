@@ -88,11 +88,6 @@ void require_shape(const Tensor& t, const std::vector<int64_t>& shape, const cha
 void require_contiguous(const Tensor& t, const char* what);
 std::string shape_string(const std::vector<int64_t>& shape);
 
-// Attributes (the core fills in defaults, so a missing one is an error).
-int64_t attr_int(const cd_kernel_context* ctx, const char* name);
-bool attr_bool(const cd_kernel_context* ctx, const char* name);
-double attr_float(const cd_kernel_context* ctx, const char* name);
-std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name);
 
 // Normalized axis of a same-shape op (a 0-d tensor: 0 or -1).
 int64_t check_axis(int64_t axis, size_t ndim, const char* name);

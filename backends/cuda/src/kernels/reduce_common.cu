@@ -114,48 +114,6 @@ void require_contiguous(const Tensor& t, const char* what) {
   }
 }
 
-namespace {
-const cd_attribute* attribute(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = ew::find_attribute(ctx, name);
-  if (a == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' is missing", name);
-  return a;
-}
-}  // namespace
-
-int64_t attr_int(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = attribute(ctx, name);
-  if (a->type != CD_ATTR_INT) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
-  }
-  return a->value.i;
-}
-
-bool attr_bool(const cd_kernel_context* ctx, const char* name) {
-  const int64_t v = attr_int(ctx, name);
-  if (v != 0 && v != 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be 0 or 1, got %lld", name, static_cast<long long>(v));
-  }
-  return v != 0;
-}
-
-double attr_float(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = attribute(ctx, name);
-  if (a->type == CD_ATTR_FLOAT) return a->value.f;
-  if (a->type == CD_ATTR_INT) return static_cast<double>(a->value.i);
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a float (type %d)", name, a->type);
-}
-
-std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = attribute(ctx, name);
-  if (a->type != CD_ATTR_INTS) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a list of ints (type %d)", name, a->type);
-  }
-  if (a->count < 0 || (a->count > 0 && a->value.ints == nullptr)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' has no values", name);
-  }
-  return std::vector<int64_t>(a->value.ints, a->value.ints + a->count);
-}
-
 int64_t check_axis(int64_t axis, size_t ndim, const char* name) {
   if (ndim == 0 && (axis == 0 || axis == -1)) return 0;
   if (axis < 0 || axis >= static_cast<int64_t>(ndim)) {

@@ -332,11 +332,11 @@ void enqueue(const cd_kernel_context* ctx, AxisOp op) {
   require_contiguous(out, "output 0");
   AxisPlan p;
   if (op == AxisOp::cumsum) {
-    p.exclusive = attr_bool(ctx, "exclusive");
-    p.reverse = attr_bool(ctx, "reverse");
+    p.exclusive = bool_attribute(ctx, "exclusive");
+    p.reverse = bool_attribute(ctx, "reverse");
   }
   const size_t ndim = in.shape.size();
-  const int64_t axis = check_axis(attr_int(ctx, "axis"), ndim, "axis");
+  const int64_t axis = check_axis(int_attribute(ctx, "axis"), ndim, "axis");
   if (out.numel == 0) return;
   std::vector<Dim> outer;
   if (ndim > 0) {

@@ -181,7 +181,7 @@ void run_sort(const Call& call, const Tensor& in, const Tensor* values, const Te
 // The axis of sort/argsort/topk; a 0-d input sorts as one element (axis 0 or -1).
 int64_t order_axis(const Call& call, const Tensor& in) {
   if (in.shape.empty()) {
-    const int64_t axis = int_attr(call, "axis");
+    const int64_t axis = int_attribute(call.ctx, "axis");
     if (axis != 0 && axis != -1) {
       fail(CD_STATUS_INVALID_ARGUMENT, "axis %lld of a 0-d input (0 or -1 expected)", static_cast<long long>(axis));
     }
@@ -206,13 +206,13 @@ void enqueue_sort(const cd_kernel_context* ctx, SortOp op) {
   Tensor values, indices;
   bool has_values = true, has_indices = true;
   if (op == kTopk) {
-    a.k = int_attr(call, "k");
+    a.k = int_attribute(call.ctx, "k");
     if (a.k < 0 || a.k > n) {
       fail(CD_STATUS_INVALID_ARGUMENT, "k = %lld is not in [0, %lld]", static_cast<long long>(a.k),
            static_cast<long long>(n));
     }
-    a.descending = int_attr(call, "largest") != 0;
-    (void)int_attr(call, "sorted");  // the output is always sorted
+    a.descending = int_attribute(call.ctx, "largest") != 0;
+    (void)int_attribute(call.ctx, "sorted");  // the output is always sorted
     if (!expected.empty()) expected[ax] = a.k;
     values = output(call, 0);
     indices = output(call, 1);
@@ -222,7 +222,7 @@ void enqueue_sort(const cd_kernel_context* ctx, SortOp op) {
     require_shape(indices, expected, "output 1 (indices)");
   } else {
     a.k = n;
-    a.descending = int_attr(call, "descending") != 0;
+    a.descending = int_attribute(call.ctx, "descending") != 0;
     Tensor out = output(call, 0);
     require_shape(out, expected, "output 0");
     if (op == kSort) {

@@ -1,0 +1,67 @@
+// Backend support library, part of the chipdock backend kit (C++17).
+//
+// Typed reading of a kernel call's attributes (cd_kernel_context.attributes).
+// The dispatcher passes every attribute the opset declares, with defaults
+// filled in; a raw launch (the conformance suite's ABI driver, a vendor's own
+// test) may leave some out, which is why each reader has a form with a
+// fallback. A wrong type, a missing required attribute or a malformed array
+// throws Error(INVALID_ARGUMENT) naming the attribute, so every backend reports
+// attribute errors the same way.
+#ifndef CHIPDOCK_SUPPORT_ATTRIBUTES_H_
+#define CHIPDOCK_SUPPORT_ATTRIBUTES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chipdock/cd_kernel.h"
+
+namespace chipdock::support {
+
+// The attribute called `name`, or NULL when the call has none.
+const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
+
+// The attribute called `name`; throws if the call has none.
+const cd_attribute& required_attribute(const cd_kernel_context* ctx, const char* name);
+
+// CD_ATTR_INT.
+int64_t int_attribute(const cd_kernel_context* ctx, const char* name);
+int64_t int_attribute(const cd_kernel_context* ctx, const char* name, int64_t fallback);
+
+// CD_ATTR_INT holding 0 or 1 (the opset's bool).
+bool bool_attribute(const cd_kernel_context* ctx, const char* name);
+
+// CD_ATTR_FLOAT, or CD_ATTR_INT converted (an integral literal in a spec).
+double float_attribute(const cd_kernel_context* ctx, const char* name);
+double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback);
+
+// CD_ATTR_STRING.
+std::string string_attribute(const cd_kernel_context* ctx, const char* name);
+
+// CD_ATTR_INTS (any length, 0 included).
+std::vector<int64_t> ints_attribute(const cd_kernel_context* ctx, const char* name);
+std::vector<int64_t> ints_attribute(const cd_kernel_context* ctx, const char* name,
+                                    const std::vector<int64_t>& fallback);
+
+// CD_ATTR_INTS of exactly `length` values, `fallback` when absent.
+std::vector<int64_t> ints_attribute(const cd_kernel_context* ctx, const char* name,
+                                    const std::vector<int64_t>& fallback, size_t length);
+
+// CD_ATTR_FLOATS, or CD_ATTR_INTS converted.
+std::vector<double> floats_attribute(const cd_kernel_context* ctx, const char* name);
+
+// The window attributes that convolutions and pools share: `stride` (absent
+// or empty: `default_stride`), `padding` (top, left, bottom, right; default 0)
+// and, where the op has it, `dilation` (default 1), each checked (stride and
+// dilation >= 1, padding >= 0).
+struct Window2d {
+  int64_t sh = 1, sw = 1;                  // stride
+  int64_t dh = 1, dw = 1;                  // dilation
+  int64_t pt = 0, pl = 0, pb = 0, pr = 0;  // padding
+};
+Window2d window2d_attributes(const cd_kernel_context* ctx, const std::vector<int64_t>& default_stride,
+                             bool has_dilation);
+
+}  // namespace chipdock::support
+
+#endif  // CHIPDOCK_SUPPORT_ATTRIBUTES_H_
