@@ -293,11 +293,16 @@ typedef struct cd_plugin_api {
 
   /* Creates a new clique id on the calling rank, to be sent to all ranks. */
   cd_error* (*comm_get_unique_id)(cd_comm_unique_id* id);
-  /* Blocks until all `nranks` ranks have called it with the same `id`; the
-   * caller owns the communicator and destroys it with comm_destroy. */
+  /* Blocks until all `nranks` ranks have called it with the same `id`, so
+   * ranks living in one process call it from separate threads. The caller
+   * owns the communicator and destroys it with comm_destroy. A communicator
+   * may be used from any thread, by one thread at a time. */
   cd_error* (*comm_init_rank)(int32_t device, int32_t nranks, const cd_comm_unique_id* id,
                               int32_t rank, cd_comm** comm);
-  /* Destroys the communicator after its enqueued operations completed. */
+  /* Destroys the communicator: blocks until its enqueued operations have
+   * completed and, as NCCL's finalize does, until every rank has called
+   * comm_destroy too (ranks in one process call it from separate threads).
+   * The handle is invalid afterwards. */
   cd_error* (*comm_destroy)(cd_comm* comm);
   /* recv[i] = op over ranks of send[i], on every rank. */
   cd_error* (*comm_all_reduce)(const void* send, void* recv, size_t count, cd_dtype_t dtype,
