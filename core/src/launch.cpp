@@ -27,6 +27,17 @@ cd_tensor_view make_view(const Tensor& t) {
   return view;
 }
 
+// The version extension of an input view (cd_tensor_version), for storages
+// only the core writes.
+cd_tensor_version make_version(const Tensor& t) {
+  cd_tensor_version v{};
+  v.struct_size = sizeof(v);
+  v.type = CD_EXTENSION_TENSOR_VERSION;
+  v.storage_id = t.storage()->id();
+  v.version = t.storage()->version();
+  return v;
+}
+
 cd_attribute make_attribute(const Attribute& a) {
   cd_attribute out{};
   out.struct_size = sizeof(out);
@@ -98,8 +109,21 @@ void launch_kernel(Stream& stream, const std::string& op, const TensorRefs& inpu
   // these structs grow in later minors). Inline storage: no heap traffic
   // for the common small call.
   SmallVector<cd_tensor_view, 8> in_views, out_views;
-  for (const Tensor* t : actual_inputs) in_views.push_back(make_view(*t));
-  for (const Tensor* t : outputs) out_views.push_back(make_view(*t));
+  SmallVector<cd_tensor_version, 8> in_versions;
+  for (const Tensor* t : actual_inputs) {
+    in_views.push_back(make_view(*t));
+    in_versions.push_back(make_version(*t));
+  }
+  // Linked once both arrays are complete (a push may move their elements).
+  for (size_t i = 0; i < in_views.size(); ++i) {
+    if (!actual_inputs[i]->storage()->shared()) {
+      in_views[i].next = reinterpret_cast<cd_extension*>(&in_versions[i]);
+    }
+  }
+  for (const Tensor* t : outputs) {
+    out_views.push_back(make_view(*t));
+    t->storage()->note_write();
+  }
   SmallVector<cd_attribute, 8> attr_structs;
   for (const Attribute& a : attributes) attr_structs.push_back(make_attribute(a));
   SmallVector<const cd_tensor_view*, 8> in_ptrs, out_ptrs;

@@ -238,6 +238,12 @@ void rule_conv2d(ShapeContext& c) {
   const int64_t wd = conv_out(x[3], p[1] + p[3], w[3], s[1], d[1]);
   if (h < 1 || wd < 1) c.fail("x", "the kernel does not fit: output would be " + std::to_string(h) + "x" + std::to_string(wd));
   c.output_shapes = {{x[0], w[0], h, wd}};
+  if (c.attrs.count("layout") && c.get_string("layout") == "nhwc") c.output_shapes = {{x[0], h, wd, w[0]}};
+  // conv2d_fused's residual is added to the output as it is (no broadcast).
+  if (c.has(3) && c.shape(3) != c.output_shapes[0]) {
+    c.fail("residual", "expected the output's shape " + describe_shape(c.output_shapes[0]) + ", got " +
+                           describe_shape(c.shape(3)));
+  }
 }
 
 void rule_conv_transpose2d(ShapeContext& c) {

@@ -118,6 +118,11 @@ char* offset_ptr(void* base, int64_t bytes) { return static_cast<char*>(base) + 
 
 struct Storage::Maker : Storage {};
 
+uint64_t Storage::next_id() noexcept {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 std::shared_ptr<Storage> Storage::allocate(Device& device, size_t nbytes, Stream& stream) {
   std::shared_ptr<Storage> s = std::make_shared<Maker>();  // one allocation with its control block
   s->device_ = &device;
@@ -136,6 +141,7 @@ std::shared_ptr<Storage> Storage::external(Device& device, void* data, size_t nb
   s->data_ = data;
   s->nbytes_ = nbytes;
   s->deleter_ = std::move(deleter);
+  s->mark_shared();  // the owner writes it without telling the core
   return s;
 }
 
@@ -296,6 +302,7 @@ void Tensor::copy_from(const Tensor& src) {
   }
   StreamPtr stream = stream_for(*this);
   src.storage()->record_stream(stream);
+  storage_->note_write();
   if (is_contiguous() && src.is_contiguous()) {
     copy_ordered(*stream, kDeviceToDevice, data_ptr(), src.data_ptr(), nbytes(), nullptr);
     return;
@@ -329,6 +336,7 @@ void Tensor::copy_from_host(const void* src, size_t nbytes, bool non_blocking) {
   }
   if (nbytes == 0) return;
   StreamPtr stream = stream_for(*this);
+  storage_->note_write();
   copy_ordered(*stream, kHostToDevice, data_ptr(), src, nbytes, src, non_blocking);
 }
 
@@ -366,6 +374,7 @@ void Tensor::zero() {
     return;
   }
   StreamPtr stream = stream_for(*this);
+  storage_->note_write();
   Device& dev = device();
   Plugin& p = dev.plugin();
   dev.bind_thread();

@@ -3,6 +3,7 @@
 // every byte moves through the plugin's copy slots or kernels.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +35,17 @@ class Storage {
   // Tells the allocator that work on `stream` uses this memory too.
   void record_stream(const StreamPtr& stream);
 
+  // Identity and write version, as kernels see them (cd_tensor_version):
+  // `id` is unique for the life of the process, even when the allocator
+  // hands the same memory to a later storage; `version` grows each time the
+  // core enqueues a write into this storage. A storage that another
+  // framework can write (DLPack, either way) is `shared` and has no version.
+  uint64_t id() const noexcept { return id_; }
+  uint64_t version() const noexcept { return version_.load(std::memory_order_relaxed); }
+  void note_write() noexcept { version_.fetch_add(1, std::memory_order_relaxed); }
+  bool shared() const noexcept { return shared_.load(std::memory_order_relaxed); }
+  void mark_shared() noexcept { shared_.store(true, std::memory_order_relaxed); }
+
  private:
   Storage() = default;
   struct Maker;  // lets std::make_shared reach the private constructor
@@ -42,6 +54,10 @@ class Storage {
   size_t nbytes_ = 0;
   Block* block_ = nullptr;
   std::function<void()> deleter_;
+  uint64_t id_ = next_id();
+  std::atomic<uint64_t> version_{0};
+  std::atomic<bool> shared_{false};
+  static uint64_t next_id() noexcept;
 };
 
 class Tensor {

@@ -73,6 +73,11 @@ CD_STATIC_ASSERT(CD_ATTR_INTS == 4, attr_ints);
 CD_STATIC_ASSERT(CD_ATTR_FLOATS == 5, attr_floats);
 CD_STATIC_ASSERT(CD_KERNEL_FLAGS_DEFAULT == 0u, kernel_flags_default);
 CD_STATIC_ASSERT(CD_KERNEL_CONTIGUOUS_INPUTS == 1u, kernel_contiguous_inputs);
+CD_STATIC_ASSERT(CD_EXTENSION_TENSOR_VERSION == 1, extension_tensor_version);
+/* cd_tensor_version is an extension: the cd_extension header, then its fields. */
+CD_STATIC_ASSERT(offsetof(cd_tensor_version, type) == offsetof(cd_extension, type), version_type);
+CD_STATIC_ASSERT(offsetof(cd_tensor_version, storage_id) == sizeof(cd_extension), version_id);
+CD_STATIC_ASSERT(sizeof(cd_tensor_version) == sizeof(cd_extension) + 16, version_size);
 
 #define CD_TEST_CORE_SLOT(name) offsetof(cd_core_api, name)
 extern const size_t cd_test_core_slots[];

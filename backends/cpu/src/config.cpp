@@ -89,12 +89,21 @@ void read_isa(Config& c) {
   }
 }
 
+void read_packed_cache(Config& c) {
+  const char* env = std::getenv("CHIPDOCK_CPU_PACKED_CACHE");
+  if (env == nullptr || *env == '\0') return;
+  if (!parse_byte_size(env, &c.packed_cache_bytes)) {
+    c.problem = format("CHIPDOCK_CPU_PACKED_CACHE='%s' is not a byte size (e.g. 0, 64M, 2G)", env);
+  }
+}
+
 Config load() {
   Config c;
   read_devices(c);
   read_memory_limit(c);
   read_strict(c);
   read_isa(c);
+  read_packed_cache(c);
   if (!c.problem.empty()) c.device_count = 0;
   return c;
 }

@@ -9,6 +9,10 @@
 //   CHIPDOCK_CPU_ISA           the highest instruction set kernels may use:
 //                              baseline, avx2, avx512 or auto (default: what
 //                              the CPU supports; see kernels/isa.h)
+//   CHIPDOCK_CPU_PACKED_CACHE  bytes of weights kept reordered into oneDNN's
+//                              blocked layouts across calls, K/M/G/T suffix;
+//                              0 turns the cache off (default 512M; see
+//                              kernels/packed_cache.h)
 //
 // An invalid value does not crash anything: the backend then has zero
 // devices and device_get_count reports why (CD_STATUS_UNAVAILABLE).
@@ -31,6 +35,7 @@ struct Config {
   const char* memory_limit_source = "physical RAM";  // for messages
   bool strict = false;
   Isa isa_cap = Isa::best;    // CHIPDOCK_CPU_ISA; `best` caps nothing
+  uint64_t packed_cache_bytes = uint64_t{512} << 20;  // CHIPDOCK_CPU_PACKED_CACHE
   std::string problem;        // non-empty: the environment was invalid
 };
 

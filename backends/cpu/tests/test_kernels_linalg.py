@@ -8,7 +8,8 @@ against the classic error bound (u_out + n * u_acc) * (|a| op |b|), which a
 correct kernel meets by a wide margin and a wrong index never does.
 
 Inputs come in several layouts: contiguous, transposed storage, negative
-strides, gaps (every other element), and stride-0 (broadcast) views.
+strides, gaps (every other element), channels last (4-d), and stride-0
+(broadcast) views.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ def dev(a, dtype, layout="contig"):
         strides = list(base.stride())
         strides[-1] = -1
         return base.as_strided(host.shape, strides, host.shape[-1] - 1)
+    if layout == "nhwc":  # (N, C, H, W) stored as (N, H, W, C): channels last
+        base = cd.tensor(np.ascontiguousarray(host.transpose(0, 2, 3, 1)), device=DEV)
+        n, h, w, c = base.shape
+        return base.as_strided(host.shape, (h * w * c, 1, w * c, c), 0)
     if layout == "gap":  # every other element of a twice-as-wide array
         wide = np.zeros(host.shape[:-1] + (2 * host.shape[-1],), dtype=host.dtype)
         wide[..., ::2] = host
@@ -398,6 +403,98 @@ def test_conv2d_strided_weight_and_bias():
     check_bound(got, want, 80 * 2.0**-24 * mag, "strided weight")
 
 
+FUSED_CASES = [
+    # (x shape, K, (R, S), stride, padding, groups, activation, residual layout or None, out layout, x layout)
+    ((2, 4, 9, 11), 6, (3, 3), (1, 1), (1, 1, 1, 1), 1, "relu", "contig", "nchw", "contig"),
+    ((1, 6, 10, 7), 4, (3, 2), (2, 3), (0, 1, 2, 0), 2, "none", "T", "nchw", "nhwc"),
+    ((2, 8, 6, 6), 16, (1, 1), (1, 1), (0, 0, 0, 0), 1, "relu", "contig", "nhwc", "nhwc"),
+    ((1, 8, 7, 7), 8, (3, 3), (2, 2), (1, 1, 1, 1), 1, "relu", None, "nhwc", "contig"),
+    ((1, 3, 17, 17), 16, (7, 7), (2, 2), (3, 3, 3, 3), 1, "none", "gap", "nhwc", "contig"),  # first layer
+]
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=ids(FLOATS))
+@pytest.mark.parametrize("case", FUSED_CASES, ids=[f"fused{i}" for i in range(len(FUSED_CASES))])
+def test_conv2d_fused(dtype, case):
+    xs, k, (r, s), stride, pad, groups, act, res_layout, layout, x_layout = case
+    rng = np.random.default_rng(9)
+    x = rand(rng, xs, dtype)
+    w = rand(rng, (k, xs[1] // groups, r, s), dtype)
+    b = rand(rng, (k,), dtype)
+    want = conv2d_ref(x, w, b, stride, pad, (1, 1), groups)
+    mag = conv2d_ref(np.abs(x), np.abs(w), np.abs(b), stride, pad, (1, 1), groups)
+    inputs = [dev(x, dtype, x_layout), dev(w, dtype), dev(b, dtype)]
+    if res_layout is not None:
+        res = rand(rng, want.shape, dtype)
+        want, mag = want + res, mag + np.abs(res)
+        # The residual has the output's shape: (N, OH, OW, K) for layout nhwc.
+        inputs.append(dev(res.transpose(0, 2, 3, 1) if layout == "nhwc" else res, dtype, res_layout))
+    if act == "relu":
+        want = np.maximum(want, 0.0)
+    out = cd.empty(want.transpose(0, 2, 3, 1).shape if layout == "nhwc" else want.shape, dtype, DEV)
+    got = launch("conv2d_fused", inputs, out, {"stride": list(stride), "padding": list(pad), "dilation": [1, 1],
+                                               "groups": groups, "activation": act, "layout": layout},
+                 [dtype.code] * 5)
+    if layout == "nhwc":
+        got = got.transpose(0, 3, 1, 2)
+    red = xs[1] // groups * r * s
+    # 16-bit dtypes may round the convolution before adding the residual: one more rounding.
+    check_bound(got, want, (2 * U_OUT[dtype] + (red + 3) * U_ACC[dtype]) * mag * 1.01, f"conv2d_fused {case}")
+
+
+def test_conv2d_fused_rejects_bad_epilogues():
+    x, w, b = cd.zeros((1, 2, 4, 4), device=DEV), cd.zeros((3, 2, 1, 1), device=DEV), cd.zeros((3,), device=DEV)
+    attrs = {"stride": [1, 1], "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": 1}
+    with pytest.raises(cd.InvalidArgumentError, match="activation 'gelu'"):
+        _C.launch_kernel("conv2d_fused", [x, w, b], [cd.empty((1, 3, 4, 4), device=DEV)],
+                         {**attrs, "activation": "gelu"}, [cd.float32.code] * 5)
+    with pytest.raises(cd.InvalidArgumentError, match="residual must have the output's shape"):
+        _C.launch_kernel("conv2d_fused", [x, w, b, cd.zeros((1, 3, 4, 1), device=DEV)],
+                         [cd.empty((1, 3, 4, 4), device=DEV)], attrs, [cd.float32.code] * 5)
+    with pytest.raises(cd.InvalidArgumentError, match="residual"):  # the dispatcher's shape rule
+        cd.ops.conv2d_fused(x, w, b, cd.zeros((1, 3, 4, 4), device=DEV), layout="nhwc")
+
+
+def test_reordered_weights_follow_every_write():
+    """The CPU backend keeps conv weights reordered across calls, keyed by the core's write version of
+    their storage: a copy, a kernel writing into the weight, or a write through DLPack must all be seen."""
+    rng = np.random.default_rng(12)
+    x = cd.tensor(rng.standard_normal((1, 16, 8, 8)).astype(np.float32), device=DEV)
+    w_host = [rng.standard_normal((32, 16, 3, 3)).astype(np.float32) for _ in range(4)]
+    w = cd.tensor(w_host[0], device=DEV)
+    b = cd.zeros((32,), device=DEV)
+
+    def conv(weight):
+        return cd.ops.conv2d(x, weight, b, padding=[1, 1, 1, 1]).numpy()
+
+    def want(weight_host):
+        return conv(cd.tensor(weight_host, device=DEV))
+
+    first = conv(w)
+    np.testing.assert_array_equal(conv(w), first)  # a cached call gives the same bits
+    w.copy_(cd.tensor(w_host[1], device=DEV))  # a device copy into the weight
+    np.testing.assert_array_equal(conv(w), want(w_host[1]))
+    ones = cd.tensor(np.ones((32, 16, 3, 3), np.float32), device=DEV)
+    _C.launch_kernel("mul", [cd.tensor(w_host[2], device=DEV), ones], [w], {}, None)
+    np.testing.assert_array_equal(conv(w), want(w_host[2]))  # a kernel wrote the weight
+
+
+    class Exported:  # hands on w's DLPack capsule as another framework would
+        def __dlpack__(self, **kwargs):
+            return w.__dlpack__()
+
+        def __dlpack_device__(self):
+            return w.__dlpack_device__()
+
+    # A second storage over w's memory (zero-copy import): its writes do not
+    # bump w's version, so w must not be cached once exported.
+    alias = cd.from_dlpack(Exported(), device=DEV)
+    alias.copy_(cd.tensor(w_host[3], device=DEV))
+    np.testing.assert_array_equal(conv(w), want(w_host[3]))
+    alias.copy_(cd.tensor(w_host[0], device=DEV))
+    np.testing.assert_array_equal(conv(w), first)
+
+
 CONVT_CASES = [
     # (x shape, K, (R, S), stride, padding, output_padding, dilation, groups, bias)
     ((2, 4, 5, 6), 6, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1, True),
@@ -469,6 +566,8 @@ POOL_CASES = [
     ((1, 4, 11, 13), (3, 2), (3, 2), (0, 1, 1, 1), (2, 1), True, "neg"),
     ((2, 1, 7, 7), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False, "gap"),
     ((1, 1, 33, 1), (4, 1), (3, 1), (2, 0, 2, 0), (1, 1), True, "contig"),
+    ((2, 5, 9, 9), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False, "nhwc"),   # vectorized over channels
+    ((1, 3, 11, 13), (3, 2), (3, 2), (0, 1, 1, 1), (2, 1), True, "nhwc"),
 ]
 
 
@@ -533,6 +632,8 @@ AVG_CASES = [
     ((1, 2, 10, 7), (2, 3), (2, 2), (1, 0, 0, 1), True, False, "neg"),
     ((1, 4, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0), False, False, "gap"),
     ((1, 1, 1000, 3), (5, 3), (4, 1), (2, 1, 2, 1), True, True, "contig"),
+    ((2, 3, 9, 9), (3, 3), (2, 2), (1, 1, 1, 1), False, False, "nhwc"),
+    ((1, 2, 10, 7), (2, 3), (2, 2), (1, 0, 0, 1), True, True, "nhwc"),
 ]
 
 

@@ -145,6 +145,21 @@ def test_conv2d_matches_cpu_reference(name):
 
 
 @pytest.mark.parametrize("name", FLOATS)
+def test_conv2d_fused_matches_cpu_reference(name):
+    rng = seeded("conv2d_fused", name)
+    d = lambda *s: draw(rng, name, *s)  # noqa: E731
+    check("conv2d_fused", name, [d(2, 4, 9, 9), d(6, 4, 3, 3), d(6), d(2, 6, 5, 5)],
+          {"stride": [2, 2], "padding": [1, 1, 1, 1], "activation": "relu"}, label="residual relu")
+    check("conv2d_fused", name, [d(2, 4, 9, 9), d(6, 4, 3, 3), d(6), d(2, 5, 5, 6)],
+          {"stride": [2, 2], "padding": [1, 1, 1, 1], "activation": "relu", "layout": "nhwc"},
+          views=[plain, plain, plain, transposed], label="nhwc, strided residual")
+    check("conv2d_fused", name, [d(1, 4, 8, 7), d(4, 2, 3, 2), d(4)],
+          {"groups": 2, "activation": "relu", "layout": "nhwc"}, label="nhwc, no residual")
+    check("conv2d_fused", name, [d(1, 4, 8, 7), d(4, 4, 1, 1), d(4), d(1, 4, 8, 7)], {"activation": "none"},
+          label="residual only")
+
+
+@pytest.mark.parametrize("name", FLOATS)
 def test_conv_transpose2d_matches_cpu_reference(name):
     rng = seeded("conv_transpose2d", name)
     d = lambda *s: draw(rng, name, *s)  # noqa: E731

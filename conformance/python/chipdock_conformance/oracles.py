@@ -410,6 +410,21 @@ def conv2d(ins: list[np.ndarray], attrs: Attrs) -> Result:
     return _one(v, mag)
 
 
+@oracle("conv2d_fused")
+def conv2d_fused(ins: list[np.ndarray], attrs: Attrs) -> Result:
+    conv = conv2d(ins[:3], attrs)
+    assert conv.magnitude is not None
+    v, mag = conv.values[0], conv.magnitude[0]
+    if attrs.get("layout") == "nhwc":
+        v, mag = v.transpose(0, 2, 3, 1), mag.transpose(0, 2, 3, 1)
+    if len(ins) > 3 and ins[3] is not None:
+        r = f64(ins[3])
+        v, mag = v + r, mag + np.abs(r)
+    if attrs["activation"] == "relu":
+        v = np.maximum(v, 0.0)  # relu only shrinks the error; the magnitude bound stands
+    return _one(v, mag)
+
+
 def _conv_transpose2d(x: np.ndarray, w: np.ndarray, attrs: Attrs) -> np.ndarray:
     n, c, h, wd = x.shape
     _, kg, r, s = w.shape

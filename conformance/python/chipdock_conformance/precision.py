@@ -544,6 +544,19 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant("groups_dilation", f([(1, 4, 8, 7), (4, 2, 3, 2), None],
                                              {**conv, "groups": 2, "dilation": [2, 1]})),
                 Variant("large", f([(4, 16, 32, 32), (32, 16, 3, 3), (32,)], {**conv, "padding": [1, 1, 1, 1]}))]
+    if op_name == "conv2d_fused":
+        relu = {**conv, "activation": "relu"}
+        return [Variant("residual_relu", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 6, 5, 5)],
+                                           {**relu, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
+                Variant("relu", f([(1, 4, 8, 7), (4, 2, 3, 2), (4,), None],
+                                  {**relu, "groups": 2, "dilation": [2, 1]})),
+                Variant("residual", f([(2, 8, 6, 6), (8, 8, 1, 1), (8,), (2, 8, 6, 6)],
+                                      {**conv, "activation": "none"})),
+                Variant("nhwc", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 5, 5, 6)],
+                                  {**relu, "stride": [2, 2], "padding": [1, 1, 1, 1], "layout": "nhwc"}),
+                        quick=True),
+                Variant("large", f([(4, 16, 32, 32), (32, 16, 3, 3), (32,), (4, 32, 32, 32)],
+                                   {**relu, "padding": [1, 1, 1, 1]}))]
     if op_name == "conv_transpose2d":
         ct = {**conv, "output_padding": [0, 0]}
         return [Variant("stride_pad_bias", f([(2, 4, 5, 5), (4, 3, 3, 3), (3,)],
@@ -685,8 +698,8 @@ def _scatter_builder(dt: str, idx_dt: str, reduction: str) -> Builder:
 
 SPECIAL: dict[str, Callable[[str, dict[str, Any], Signature], list[Variant]]] = {
     "cast": _cast, "matmul": _linalg, "gemm": _linalg,
-    **{n: _nn for n in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool", "batch_norm",
-                        "layer_norm", "rms_norm", "group_norm", "local_response_norm",
+    **{n: _nn for n in ("conv2d", "conv2d_fused", "conv_transpose2d", "max_pool2d", "avg_pool2d", "global_avg_pool",
+                        "batch_norm", "layer_norm", "rms_norm", "group_norm", "local_response_norm",
                         "scaled_dot_product_attention")},
     **{n: _movement for n in ("reshape", "transpose", "expand", "slice", "concat", "split", "gather",
                               "gather_elements", "embedding", "pad", "tile", "resize", "arange", "full", "topk",

@@ -107,6 +107,9 @@ py::object export_tensor(const Tensor& t, py::object stream) {
     py::gil_scoped_release release;
     wait_for_stream_point(*t.device().current_stream());
   }
+  // The consumer may write the memory without the core knowing: kernels
+  // must no longer cache data derived from it.
+  t.storage()->mark_shared();
   auto* ctx = new ExportContext{t, t.shape(), t.strides(), {}};
   DLTensor& dl = ctx->managed.dl_tensor;
   dl.data = t.storage()->data();

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #define CD_ABI_VERSION_MAJOR 1
-#define CD_ABI_VERSION_MINOR 1
+#define CD_ABI_VERSION_MINOR 2
 
 #ifdef __cplusplus
 #define CD_EXTERN_C extern "C"

@@ -47,6 +47,33 @@ typedef struct cd_tensor_view {
   int32_t device;        /* ordinal of the device that owns `data` */
 } cd_tensor_view;
 
+/* Extension types a core may chain to a cd_tensor_view's `next`. */
+#define CD_EXTENSION_TENSOR_VERSION 1 /* cd_tensor_version */
+
+/* (since 1.2) The identity and write version of the memory behind an INPUT
+ * view. The core chains it to an input whose memory only the core writes;
+ * it is absent where another framework shares the memory (DLPack, either
+ * way) and from older cores.
+ *
+ * `storage_id` names the allocation the view lies in for the life of the
+ * process: it is never reused, even when the core's caching allocator hands
+ * the same memory to a later tensor. `version` changes each time the core
+ * enqueues a write into that allocation (a kernel output, a copy, a fill).
+ * So while (storage_id, version) stay equal, so do the bytes the view reads
+ * once the work enqueued before the call has run. A kernel may keep data
+ * derived from such an input, e.g. weights reordered into its own blocked
+ * layout, keyed by (storage_id, version, byte_offset, shape, strides,
+ * dtype), and reuse it on later calls instead of deriving it again. Like
+ * the view, the struct is valid only during the call. */
+typedef struct cd_tensor_version {
+  size_t struct_size;
+  cd_extension* next;
+  int32_t type;     /* CD_EXTENSION_TENSOR_VERSION */
+  int32_t reserved; /* 0 */
+  uint64_t storage_id;
+  uint64_t version;
+} cd_tensor_version;
+
 /* Attribute value types. */
 typedef int32_t cd_attr_type_t;
 #define CD_ATTR_INT 1     /* value.i */

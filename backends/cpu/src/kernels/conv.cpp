@@ -1,34 +1,54 @@
-// conv2d and conv_transpose2d.
+// conv2d, conv2d_fused and conv_transpose2d.
 //
 // conv2d: x (N, C, H, W), weight (K, C/groups, R, S), bias (K) optional;
 // out (N, K, OH, OW) with OH = floor((H + top + bottom - dil*(R-1) - 1) / stride) + 1.
 // conv_transpose2d: x (N, C, H, W), weight (C, K/groups, R, S), bias (K);
 // OH = (H-1)*stride - top - bottom + dil*(R-1) + output_padding + 1 (the
 // gradient of conv2d with respect to its input, as in PyTorch).
+// conv2d_fused: out = activation(conv2d(x, weight, bias) + residual), the
+// residual (optional) of the output's shape; oneDNN runs it as post-ops
+// (sum, then eltwise) on the convolution's own output, the other paths as a
+// pass over the output. With layout nhwc the output is (N, OH, OW, K): the
+// kernel works on its (N, K, OH, OW) view, whose strides are oneDNN's own
+// channels-last layout, so a chain of such convolutions reorders nothing.
 // Inputs may have any strides.
 //
 // float32 / bfloat16 run through oneDNN: the convolution picks its blocked
 // layouts ("any") and reorders convert from and to the caller's NCHW
-// strided tensors; primitives and reorders are cached by problem. float16
+// strided tensors; primitives and reorders are cached by problem, and
+// weights the core marks with a version (cd_tensor_version) stay reordered
+// across calls in the packed cache (packed_cache.h). float16
 // is computed in float32 and rounded once; float64 uses direct loops.
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "chipdock/support/attributes.h"
 #include "../error.h"
 #include "../stream.h"
 #include "kernels.h"
 #include "linalg_common.h"
 #include "numeric.h"
 #include "onednn.h"
+#include "packed_cache.h"
 
 namespace chipdock_cpu {
 namespace linalg {
 namespace {
 
+// conv2d_fused's epilogue: out = act(out + residual).
+struct Epilogue {
+  bool residual = false;  // the fourth input
+  bool relu = false;
+  bool nhwc = false;      // layout nhwc: the output (and residual) are (N, OH, OW, K)
+  bool any() const { return residual || relu; }
+};
+
 struct ConvShape : Window2d {
+  Epilogue epilogue;
   bool transposed = false;
   int64_t N = 0, C = 0, H = 0, W = 0;  // input
   int64_t K = 0, OH = 0, OW = 0;       // output channels and size
@@ -96,6 +116,40 @@ ConvShape read_shape(const cd_kernel_context* ctx, const HostTensor& x, const Ho
   return s;
 }
 
+// conv2d_fused's `activation`: none or relu (absent in a raw launch: none).
+bool relu_activation(const cd_kernel_context* ctx) {
+  if (chipdock::support::find_attribute(ctx, "activation") == nullptr) return false;
+  const std::string a = chipdock::support::string_attribute(ctx, "activation");
+  if (a != "none" && a != "relu") {
+    fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
+  }
+  return a == "relu";
+}
+
+// conv2d_fused's `layout`: nchw or nhwc (absent in a raw launch: nchw).
+bool channels_last_output(const cd_kernel_context* ctx) {
+  if (chipdock::support::find_attribute(ctx, "layout") == nullptr) return false;
+  const std::string l = chipdock::support::string_attribute(ctx, "layout");
+  if (l != "nchw" && l != "nhwc") fail(CD_STATUS_INVALID_ARGUMENT, "layout '%s' is not one of nchw, nhwc", l.c_str());
+  return l == "nhwc";
+}
+
+// A 4-d (N, H, W, C) tensor's shape and strides seen as (N, C, H, W).
+HostTensor nchw_view(HostTensor t) {
+  t.shape = {t.shape[0], t.shape[3], t.shape[1], t.shape[2]};
+  t.strides = {t.strides[0], t.strides[3], t.strides[1], t.strides[2]};
+  return t;
+}
+
+void check_residual(const ConvShape& s, const HostTensor& residual, const HostTensor& out) {
+  (void)s;
+  if (residual.shape != out.shape) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "residual must have the output's shape (%lld, %lld, %lld, %lld)",
+         static_cast<long long>(out.shape[0]), static_cast<long long>(out.shape[1]),
+         static_cast<long long>(out.shape[2]), static_cast<long long>(out.shape[3]));
+  }
+}
+
 // True if a view has no negative or zero strides on dims of size > 1
 // (oneDNN reorders take any positive strides).
 bool positive_strides(const View& v) {
@@ -114,6 +168,9 @@ struct ConvPrimitive {
   bool r_src = false, r_wei = false, r_dst = false;
   dnnl::reorder src_reorder, wei_reorder, dst_reorder;
   dnnl::memory::desc src_scratch, wei_scratch, dst_scratch;
+  dnnl::memory::desc user_res;  // conv2d_fused's residual, reordered into dst_md first
+  dnnl::reorder res_reorder;
+  dnnl::memory::desc res_scratch;
   bool ok = true;  // false: oneDNN has no implementation
 };
 
@@ -142,8 +199,12 @@ dnnl::memory::desc user_weights(const ConvShape& s, const View& w, cd_dtype_t dt
 // `bias` is float32 contiguous or NULL. For a transposed conv whose
 // output_padding exceeds the bottom/right padding, `oh`/`ow` are the
 // extents oneDNN produces (the rest of the output gets bias only).
+// `wsrc`: where the weights come from when the core versions them (their
+// reordered copy is then cached), else NULL. `residual`: conv2d_fused's, in
+// dtype `dt` with positive strides, when s.epilogue.residual.
 bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w, const float* bias,
-                 char* out, const std::vector<int64_t>& out_strides, int64_t oh, int64_t ow) {
+                 char* out, const std::vector<int64_t>& out_strides, int64_t oh, int64_t ow,
+                 const packed_cache::Source* wsrc, const View* residual) {
   const double flops = 2.0 * static_cast<double>(s.N * s.K) * static_cast<double>(s.C / s.G) *
                        static_cast<double>(s.R * s.S) *
                        static_cast<double>(s.transposed ? s.H * s.W : oh * ow);
@@ -154,6 +215,8 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
   key.add(std::vector<int64_t>{s.K, oh, ow, s.R, s.S, s.G, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.pb,
                                s.pr, s.oph, s.opw, bias != nullptr});
   key.add(out_strides).add(static_cast<int64_t>(single));
+  key.add(std::vector<int64_t>{s.epilogue.residual, s.epilogue.relu});
+  if (residual != nullptr) key.add(residual->strides);
   auto entry = onednn::cached_as<ConvPrimitive>(key, [&] {
     auto e = std::make_shared<ConvPrimitive>();
     using tag = dnnl::memory::format_tag;
@@ -169,7 +232,15 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
         : dnnl::memory::desc();
     const dnnl::memory::dims strides{s.sh, s.sw}, dil{s.dh - 1, s.dw - 1};
     const dnnl::memory::dims pad_l{s.pt, s.pl};
-    const dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
+    dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
+    if (s.epilogue.any()) {
+      // The residual is placed in the destination first; sum adds the
+      // convolution to it, then the activation runs on the total.
+      dnnl::post_ops ops;
+      if (s.epilogue.residual) ops.append_sum(1.0f);
+      if (s.epilogue.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
     try {
       if (!s.transposed) {
         const dnnl::memory::dims pad_r{s.pb, s.pr};
@@ -225,6 +296,10 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
     if (e->r_src) e->src_reorder = make_reorder(e->user_src, e->src_md, e->src_scratch);
     if (e->r_wei) e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
     if (e->r_dst) e->dst_reorder = make_reorder(e->dst_md, e->user_dst, e->dst_scratch);
+    if (residual != nullptr) {
+      e->user_res = onednn::strided_desc(residual->shape, residual->strides, dt);
+      e->res_reorder = make_reorder(e->user_res, e->dst_md, e->res_scratch);
+    }
     return e;
   });
   if (!entry->ok) return false;
@@ -238,16 +313,36 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
     onednn::execute(entry->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, m}}, entry->src_scratch);
     src = m;
   }
+  std::shared_ptr<const packed_cache::Packed> packed;  // keeps cached weights alive during the call
   if (entry->r_wei) {
-    wbuf.allocate(entry->wei_md.get_size());
-    dnnl::memory m = onednn::wrap(entry->wei_md, wbuf.data());
-    onednn::execute(entry->wei_reorder, {{DNNL_ARG_FROM, wei}, {DNNL_ARG_TO, m}}, entry->wei_scratch);
-    wei = m;
+    auto reorder_into = [&](void* to) {
+      dnnl::memory m = onednn::wrap(entry->wei_md, to);
+      onednn::execute(entry->wei_reorder, {{DNNL_ARG_FROM, wei}, {DNNL_ARG_TO, m}}, entry->wei_scratch);
+    };
+    void* reordered = nullptr;
+    if (wsrc != nullptr) {
+      onednn::Key layout("conv-weights");
+      layout.add(static_cast<int64_t>(w.dtype)).add(w.shape).add(w.strides);
+      layout.add(std::vector<int64_t>{s.G, s.transposed});
+      packed = packed_cache::get(*wsrc, layout.str() + onednn::describe(entry->wei_md),
+                                 entry->wei_md.get_size(), reorder_into);
+      reordered = packed->data();
+    } else {
+      wbuf.allocate(entry->wei_md.get_size());
+      reorder_into(wbuf.data());
+      reordered = wbuf.data();
+    }
+    wei = onednn::wrap(entry->wei_md, reordered);
   }
   dnnl::memory conv_dst = dst;
   if (entry->r_dst) {
     dbuf.allocate(entry->dst_md.get_size());
     conv_dst = onednn::wrap(entry->dst_md, dbuf.data());
+  }
+  if (residual != nullptr) {
+    onednn::execute(entry->res_reorder,
+                    {{DNNL_ARG_FROM, onednn::wrap(entry->user_res, residual->data)}, {DNNL_ARG_TO, conv_dst}},
+                    entry->res_scratch);
   }
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, conv_dst}};
@@ -381,58 +476,131 @@ void fill_bias(const ConvShape& s, const View* bias, cd_dtype_t dt, char* out) {
   });
 }
 
-bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias,
-                const HostTensor& out);
+// conv2d_fused's epilogue as a pass over the finished (contiguous) output,
+// for the paths without oneDNN post-ops: out = act(out + residual).
+void apply_epilogue(const ConvShape& s, const Epilogue& e, const View* residual, cd_dtype_t dt, char* out) {
+  if (!e.any()) return;
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_floating_v<T>) {
+      T* o = reinterpret_cast<T*>(out);
+      const T* r = residual ? reinterpret_cast<const T*>(residual->data) : nullptr;
+      parallel_for(s.N * s.K, 16, [&](int64_t begin, int64_t end) {
+        for (int64_t nk = begin; nk < end; ++nk) {
+          const int64_t n = nk / s.K, k = nk % s.K;
+          T* plane = o + nk * s.OH * s.OW;
+          for (int64_t h = 0; h < s.OH; ++h) {
+            for (int64_t q = 0; q < s.OW; ++q) {
+              auto v = load(plane[h * s.OW + q]);
+              if (r != nullptr) {
+                v += load(r[n * residual->strides[0] + k * residual->strides[1] + h * residual->strides[2] +
+                            q * residual->strides[3]]);
+              }
+              if (e.relu && v < 0) v = 0;  // NaN stays NaN
+              plane[h * s.OW + q] = store<T>(v);
+            }
+          }
+        }
+      });
+    }
+  });
+}
 
-// Runs on the stream's worker.
-void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out) {
+bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias, const View* residual,
+                const HostTensor& out, const packed_cache::Source* wsrc);
+
+// (N, H, W, C) seen as (N, C, H, W): the same memory, dims permuted.
+View channels_last_as_nchw(View v) {
+  v.shape = {v.shape[0], v.shape[3], v.shape[1], v.shape[2]};
+  v.strides = {v.strides[0], v.strides[3], v.strides[1], v.strides[2]};
+  return v;
+}
+
+// Copies a contiguous (N, K, OH, OW) result into the (N, OH, OW, K) output.
+void nchw_to_nhwc(const ConvShape& s, size_t item, const char* from, char* to) {
+  const int64_t plane = s.OH * s.OW;
+  parallel_for(s.N * plane, 256, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t n = i / plane, p = i % plane;
+      for (int64_t k = 0; k < s.K; ++k) {
+        std::memcpy(to + static_cast<size_t>(i * s.K + k) * item,
+                    from + static_cast<size_t>((n * s.K + k) * plane + p) * item, item);
+      }
+    }
+  });
+}
+
+// Runs on the stream's worker. `in`: x, weight, then bias and residual when
+// given (s.epilogue.residual says whether the last one is a residual).
+void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out,
+              const std::optional<packed_cache::Source>& wsrc) {
   for (const HostTensor& t : in) t.range.check_live("input");
   out.range.check_live("output 0");
   const cd_dtype_t dt = out.dtype;
   View x = to_view(in[0]), w = to_view(in[1]);
-  std::unique_ptr<View> bias;
-  if (in.size() == 3) bias = std::make_unique<View>(to_view(in[2]));
-  if (x.numel() == 0 || w.numel() == 0) {  // no input channels: the bias alone
-    fill_bias(s, bias.get(), dt, out.origin);
+  std::unique_ptr<View> bias, residual;
+  const size_t n_bias = in.size() - (s.epilogue.residual ? 1 : 0);
+  if (n_bias == 3) bias = std::make_unique<View>(to_view(in[2]));
+  if (s.epilogue.residual) {
+    const View r = to_view(in.back());
+    residual = std::make_unique<View>(s.epilogue.nhwc ? channels_last_as_nchw(r) : r);
+  }
+  const bool empty = x.numel() == 0 || w.numel() == 0;  // no input channels: the bias alone
+  if (!empty && dt != CD_DTYPE_FLOAT64 &&
+      run_onednn(s, dt, x, w, bias.get(), residual.get(), out, wsrc ? &*wsrc : nullptr)) {
     return;
   }
-  if (dt == CD_DTYPE_FLOAT64) {
+  // The direct paths write a contiguous (N, K, OH, OW) result: for layout
+  // nhwc into scratch memory, transposed into the output at the end.
+  Buffer nchw;
+  char* dst = out.origin;
+  if (s.epilogue.nhwc) {
+    nchw.allocate(static_cast<size_t>(out.numel) * out.itemsize);
+    dst = static_cast<char*>(nchw.data());
+  }
+  if (empty) {
+    fill_bias(s, bias.get(), dt, dst);
+  } else if (dt == CD_DTYPE_FLOAT64) {
     if (s.transposed) {
-      conv_transpose_direct(s, x, w, bias.get(), reinterpret_cast<double*>(out.origin));
+      conv_transpose_direct(s, x, w, bias.get(), reinterpret_cast<double*>(dst));
     } else {
-      conv_direct(s, x, w, bias.get(), reinterpret_cast<double*>(out.origin));
+      conv_direct(s, x, w, bias.get(), reinterpret_cast<double*>(dst));
     }
-    return;
-  }
-  if (!run_onednn(s, dt, x, w, bias.get(), out)) {
+  } else {
     // oneDNN refused the problem: direct loops in float32, rounded once.
     Buffer xb, wb, bb, ob;
     const View xf = materialize(x, CD_DTYPE_FLOAT32, xb), wf = materialize(w, CD_DTYPE_FLOAT32, wb);
     std::unique_ptr<View> bf;
     if (bias) bf = std::make_unique<View>(materialize(*bias, CD_DTYPE_FLOAT32, bb));
-    float* dst = reinterpret_cast<float*>(out.origin);
+    float* f32 = reinterpret_cast<float*>(dst);
     if (dt != CD_DTYPE_FLOAT32) {
       ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
-      dst = ob.as<float>();
+      f32 = ob.as<float>();
     }
     if (s.transposed) {
-      conv_transpose_direct(s, xf, wf, bf.get(), dst);
+      conv_transpose_direct(s, xf, wf, bf.get(), f32);
     } else {
-      conv_direct(s, xf, wf, bf.get(), dst);
+      conv_direct(s, xf, wf, bf.get(), f32);
     }
-    if (dt != CD_DTYPE_FLOAT32) store_from_f32(dst, dt, out.origin, out.numel);
+    if (dt != CD_DTYPE_FLOAT32) store_from_f32(f32, dt, dst, out.numel);
   }
+  apply_epilogue(s, s.epilogue, residual.get(), dt, dst);
+  if (s.epilogue.nhwc) nchw_to_nhwc(s, out.itemsize, dst, out.origin);
 }
 
 // float32 / bfloat16 through oneDNN (float16 through float32); false if
 // oneDNN has no implementation for the problem.
-bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias,
-                const HostTensor& out) {
+bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias, const View* residual,
+                const HostTensor& out, const packed_cache::Source* wsrc) {
   // oneDNN: float32 / bfloat16 as they are, float16 through float32.
   const cd_dtype_t cdt = dt == CD_DTYPE_FLOAT16 ? CD_DTYPE_FLOAT32 : dt;
-  Buffer xb, wb, bb, ob;
+  Buffer xb, wb, bb, ob, rb;
   if (x.dtype != cdt || !positive_strides(x)) x = materialize(x, cdt, xb);
   if (w.dtype != cdt || !positive_strides(w)) w = materialize(w, cdt, wb);
+  View res;
+  if (residual != nullptr) {
+    res = residual->dtype != cdt || !positive_strides(*residual) ? materialize(*residual, cdt, rb) : *residual;
+  }
   const float* bias_f32 = nullptr;
   if (bias != nullptr) bias_f32 = reinterpret_cast<const float*>(materialize(*bias, CD_DTYPE_FLOAT32, bb).data);
   char* dst = out.origin;
@@ -440,13 +608,18 @@ bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* b
     ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
     dst = static_cast<char*>(ob.data());
   }
-  const std::vector<int64_t> out_strides{s.K * s.OH * s.OW, s.OH * s.OW, s.OW, 1};
+  const std::vector<int64_t> out_strides = s.epilogue.nhwc
+      ? std::vector<int64_t>{s.OH * s.OW * s.K, 1, s.OW * s.K, s.K}
+      : std::vector<int64_t>{s.K * s.OH * s.OW, s.OH * s.OW, s.OW, 1};
   int64_t oh = s.OH, ow = s.OW;
   if (s.transposed) {  // rows / columns that only output_padding adds: bias only
     oh -= std::max<int64_t>(s.oph - s.pb, 0);
     ow -= std::max<int64_t>(s.opw - s.pr, 0);
   }
-  if (!onednn_conv(s, cdt, x, w, bias_f32, dst, out_strides, oh, ow)) return false;
+  if (!onednn_conv(s, cdt, x, w, bias_f32, dst, out_strides, oh, ow, wsrc,
+                   residual != nullptr ? &res : nullptr)) {
+    return false;
+  }
   if (oh != s.OH || ow != s.OW) {
     const size_t item = dtype_size(cdt);
     parallel_for(s.N * s.K, 64, [&](int64_t b, int64_t e) {
@@ -471,25 +644,42 @@ bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* b
   return true;
 }
 
-void enqueue_conv(const cd_kernel_context* ctx, bool transposed) {
-  check_context(ctx, 2, 3);
+enum class ConvKind { plain, fused, transposed };
+
+void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
+  const bool fused = kind == ConvKind::fused, transposed = kind == ConvKind::transposed;
+  check_context(ctx, fused ? 3 : 2, fused ? 4 : 3);
   std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
   std::vector<HostTensor> in;
   for (int32_t i = 0; i < ctx->num_inputs; ++i) in.push_back(input(ctx, i));
   HostTensor out = output(ctx);
   check_same_dtype(in, out);
-  const ConvShape s = read_shape(ctx, in[0], in[1], in.size() == 3 ? &in[2] : nullptr, out, transposed);
+  const bool nhwc = fused && channels_last_output(ctx);
+  if (nhwc) require_ndim(out, 4, "the output");
+  ConvShape s = read_shape(ctx, in[0], in[1], in.size() >= 3 ? &in[2] : nullptr,
+                           nhwc ? nchw_view(out) : out, transposed);
+  if (fused) {
+    s.epilogue.relu = relu_activation(ctx);
+    s.epilogue.nhwc = nhwc;
+    s.epilogue.residual = in.size() == 4;
+    if (s.epilogue.residual) check_residual(s, in[3], out);
+  }
   if (out.numel == 0) return;
-  stream->enqueue(transposed ? "conv_transpose2d" : "conv2d",
-                  [s, in = std::move(in), out = std::move(out)] { run_conv(s, in, out); });
+  const std::optional<packed_cache::Source> wsrc = packed_cache::source_of(*ctx->inputs[1]);
+  stream->enqueue(fused ? "conv2d_fused" : transposed ? "conv_transpose2d" : "conv2d",
+                  [s, in = std::move(in), out = std::move(out), wsrc] { run_conv(s, in, out, wsrc); });
 }
 
 cd_error* conv2d_kernel(const cd_kernel_context* ctx) noexcept {
-  return guard("conv2d", [ctx] { enqueue_conv(ctx, false); });
+  return guard("conv2d", [ctx] { enqueue_conv(ctx, ConvKind::plain); });
+}
+
+cd_error* conv2d_fused_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("conv2d_fused", [ctx] { enqueue_conv(ctx, ConvKind::fused); });
 }
 
 cd_error* conv_transpose2d_kernel(const cd_kernel_context* ctx) noexcept {
-  return guard("conv_transpose2d", [ctx] { enqueue_conv(ctx, true); });
+  return guard("conv_transpose2d", [ctx] { enqueue_conv(ctx, ConvKind::transposed); });
 }
 
 }  // namespace
@@ -499,6 +689,8 @@ void register_conv(cd_kernel_registry* registry) {
     const cd_dtype_t sig[4] = {t, t, t, t};
     register_kernel(registry, "conv2d", sig, 4, conv2d_kernel);
     register_kernel(registry, "conv_transpose2d", sig, 4, conv_transpose2d_kernel);
+    const cd_dtype_t fused_sig[5] = {t, t, t, t, t};  // x, weight, bias, residual, out
+    register_kernel(registry, "conv2d_fused", fused_sig, 5, conv2d_fused_kernel);
   }
 }
 

@@ -39,6 +39,27 @@ dnnl::memory::desc strided_desc(const std::vector<int64_t>& dims, const std::vec
                             dnnl::memory::dims(strides.begin(), strides.end()));
 }
 
+std::string describe(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  Key key("md");
+  auto add_dims = [&](const dnnl_dims_t dims, int n) {
+    key.add(std::vector<int64_t>(dims, dims + n));
+  };
+  key.add(int64_t{d.ndims}).add(static_cast<int64_t>(d.data_type)).add(d.offset0);
+  add_dims(d.dims, d.ndims);
+  add_dims(d.padded_dims, d.ndims);
+  add_dims(d.padded_offsets, d.ndims);
+  key.add(static_cast<int64_t>(d.format_kind));
+  if (d.format_kind == dnnl_blocked) {
+    const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+    add_dims(b.strides, d.ndims);
+    add_dims(b.inner_blks, b.inner_nblks);
+    add_dims(b.inner_idxs, b.inner_nblks);
+  }
+  key.add(static_cast<int64_t>(d.extra.flags)).add(static_cast<int64_t>(d.extra.compensation_mask));
+  return key.str();
+}
+
 dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -49,6 +49,10 @@ class Key {
   std::string text_;
 };
 
+// A text naming `md` exactly (dims, data type, blocking): equal texts mean
+// equal layouts, so it can key data stored in that layout.
+std::string describe(const dnnl::memory::desc& md);
+
 // Process-wide LRU cache of type-erased entries (primitives with what they
 // need). `make` runs outside the lock; two threads may build the same entry
 // and the later one wins, which is harmless.

@@ -13,9 +13,16 @@
 // element, the taps that land on it plus the bias, rounding once (no
 // atomics: deterministic).
 //
+// conv2d_fused: conv2d into an (N, K, OH, OW) buffer (the output itself for
+// layout nchw), then one epilogue kernel writes act(conv + residual) into the
+// output in its layout ((N, OH, OW, K) for nhwc); 16-bit dtypes round the
+// convolution once before the epilogue, as the opset allows.
+//
 // Images are processed in chunks whose col buffer stays near 256 MiB; within
 // a chunk one cuBLASLt call batches over the images (or over the groups,
 // when there are more groups than images).
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "blas.cuh"
@@ -163,6 +170,35 @@ __global__ void col2im_kernel(const Acc* col, const T* bias, int64_t bias_stride
   }
 }
 
+// conv2d_fused's epilogue: what it adds and applies, and the layouts.
+struct Epilogue {
+  int64_t N, K, OH, OW;
+  int64_t rs[4];  // the residual's strides over (n, k, oh, ow)
+  bool residual, relu, nhwc;
+};
+
+// out[i] (i in the output's memory order) = act(conv[n, k, oh, ow] + residual[n, k, oh, ow]).
+template <class T> __global__ void epilogue_kernel(const T* conv, const T* residual, T* out, Epilogue e,
+                                                   int64_t total) {
+  const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += step) {
+    int64_t t = i, n, k, oh, ow;
+    if (e.nhwc) {
+      k = t % e.K; t /= e.K;
+      ow = t % e.OW; t /= e.OW;
+      oh = t % e.OH; n = t / e.OH;
+    } else {
+      ow = t % e.OW; t /= e.OW;
+      oh = t % e.OH; t /= e.OH;
+      k = t % e.K; n = t / e.K;
+    }
+    auto v = ew::load(conv[((n * e.K + k) * e.OH + oh) * e.OW + ow]);
+    if (e.residual) v += ew::load(residual[n * e.rs[0] + k * e.rs[1] + oh * e.rs[2] + ow * e.rs[3]]);
+    if (e.relu && v < 0) v = 0;  // NaN stays NaN
+    out[i] = ew::store<T>(v);
+  }
+}
+
 // ------------------------------------------------------------------ driver --
 
 constexpr int64_t kColBudget = int64_t{256} << 20;  // bytes of col per chunk
@@ -294,50 +330,107 @@ void conv_transposed(int32_t device, cudaStream_t stream, const ConvShape& s, Te
   }
 }
 
-void enqueue_conv(const cd_kernel_context* ctx, bool transposed) {
-  cudaStream_t stream = blas::begin(ctx, 2, 3);
-  const Tensor out = blas::output(ctx), x = blas::input(ctx, 0), w = blas::input(ctx, 1);
-  Tensor bias;
-  const bool with_bias = ctx->num_inputs == 3;
+// conv2d_fused's `activation` (none / relu) and `layout` (nchw / nhwc);
+// absent in a raw launch: none, nchw.
+bool string_choice(const cd_kernel_context* ctx, const char* name, const char* off, const char* on) {
+  if (chipdock::support::find_attribute(ctx, name) == nullptr) return false;
+  const std::string v = chipdock::support::string_attribute(ctx, name);
+  if (v != off && v != on) fail(CD_STATUS_INVALID_ARGUMENT, "%s '%s' is not one of %s, %s", name, v.c_str(), off, on);
+  return v == on;
+}
+
+enum class ConvKind { plain, fused, transposed };
+
+void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
+  const bool fused = kind == ConvKind::fused, transposed = kind == ConvKind::transposed;
+  cudaStream_t stream = blas::begin(ctx, fused ? 3 : 2, fused ? 4 : 3);
+  Tensor out = blas::output(ctx);
+  const Tensor x = blas::input(ctx, 0), w = blas::input(ctx, 1);
+  Tensor bias, residual;
+  const bool with_bias = ctx->num_inputs >= 3;
   if (with_bias) bias = blas::input(ctx, 2);
-  const ConvShape s = read_shape(ctx, x, w, with_bias ? &bias : nullptr, out, transposed);
+  Epilogue epi{};
+  if (fused) {
+    epi.relu = string_choice(ctx, "activation", "none", "relu");
+    epi.nhwc = string_choice(ctx, "layout", "nchw", "nhwc");
+    epi.residual = ctx->num_inputs == 4;
+    blas::require_ndim(out, 4, "the output");
+    if (epi.residual) {
+      residual = blas::input(ctx, 3);
+      if (residual.shape != out.shape) fail(CD_STATUS_INVALID_ARGUMENT, "residual must have the output's shape");
+    }
+  }
+  // The (N, K, OH, OW) tensor the convolution writes: the output, or for
+  // layout nhwc a scratch buffer the epilogue transposes from.
+  Tensor conv_out = out;
+  std::unique_ptr<Scratch> staging;
+  if (epi.nhwc) {
+    conv_out.shape = {out.shape[0], out.shape[3], out.shape[1], out.shape[2]};
+    staging = std::make_unique<Scratch>(static_cast<size_t>(out.numel() * blas::itemsize(out.dtype)), stream);
+    conv_out.origin = staging->data();
+  }
+  conv_out.strides = blas::contiguous_strides(conv_out.shape);
+  const ConvShape s = read_shape(ctx, x, w, with_bias ? &bias : nullptr, conv_out, transposed);
   if (out.numel() == 0) return;
-  const Dims out_strides = blas::contiguous_strides(out.shape);
   if (x.numel() == 0 || w.numel() == 0 || !transposed) {
     // The bias alone (no input channels or taps), or conv2d's starting value.
     if (with_bias) {
-      blas::copy_convert(bias.origin, bias.dtype, {0, bias.strides[0], 0, 0}, out.origin, out.dtype, out_strides,
-                         out.shape, stream);
+      blas::copy_convert(bias.origin, bias.dtype, {0, bias.strides[0], 0, 0}, conv_out.origin, out.dtype,
+                         conv_out.strides, conv_out.shape, stream);
     } else if (x.numel() == 0 || w.numel() == 0) {
-      check(cudaMemsetAsync(out.origin, 0, static_cast<size_t>(out.numel() * blas::itemsize(out.dtype)), stream),
+      check(cudaMemsetAsync(conv_out.origin, 0, static_cast<size_t>(out.numel() * blas::itemsize(out.dtype)), stream),
             "cudaMemsetAsync");
     }
-    if (x.numel() == 0 || w.numel() == 0) return;
   }
-  if (transposed) {
-    conv_transposed(ctx->device, stream, s, x, w, with_bias ? &bias : nullptr, out);
-  } else {
-    conv_forward(ctx->device, stream, s, x, w, out, with_bias);
+  if (x.numel() != 0 && w.numel() != 0) {
+    if (transposed) {
+      conv_transposed(ctx->device, stream, s, x, w, with_bias ? &bias : nullptr, conv_out);
+    } else {
+      conv_forward(ctx->device, stream, s, x, w, conv_out, with_bias);
+    }
   }
+  if (!fused || (!epi.residual && !epi.relu && !epi.nhwc)) return;
+  epi.N = s.N;
+  epi.K = s.K;
+  epi.OH = s.OH;
+  epi.OW = s.OW;
+  if (epi.residual) {  // strides over (n, k, oh, ow) of the residual, laid out like the output
+    const Dims& r = residual.strides;
+    const int64_t rs[4] = {r[0], epi.nhwc ? r[3] : r[1], epi.nhwc ? r[1] : r[2], epi.nhwc ? r[2] : r[3]};
+    for (int i = 0; i < 4; ++i) epi.rs[i] = rs[i];
+  }
+  const int64_t total = out.numel();
+  ew::dispatch<ew::kFloatMask>(out.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    epilogue_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
+        reinterpret_cast<const T*>(conv_out.origin), epi.residual ? reinterpret_cast<const T*>(residual.origin) : nullptr,
+        reinterpret_cast<T*>(out.origin), epi, total);
+  });
+  check(cudaGetLastError(), "launching the conv2d_fused epilogue");
 }
 
 cd_error* conv2d_kernel(const cd_kernel_context* ctx) noexcept {
-  return guard("conv2d", [ctx] { enqueue_conv(ctx, false); });
+  return guard("conv2d", [ctx] { enqueue_conv(ctx, ConvKind::plain); });
+}
+
+cd_error* conv2d_fused_kernel(const cd_kernel_context* ctx) noexcept {
+  return guard("conv2d_fused", [ctx] { enqueue_conv(ctx, ConvKind::fused); });
 }
 
 cd_error* conv_transpose2d_kernel(const cd_kernel_context* ctx) noexcept {
-  return guard("conv_transpose2d", [ctx] { enqueue_conv(ctx, true); });
+  return guard("conv_transpose2d", [ctx] { enqueue_conv(ctx, ConvKind::transposed); });
 }
 
 }  // namespace
 
 void register_conv(cd_kernel_registry* registry) {
   static const cd_dtype_t kTypes[4] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16, CD_DTYPE_FLOAT64};
-  static cd_dtype_t sig[4][4];  // outlive registration, as copy.cu's tables
+  static cd_dtype_t sig[4][5];  // outlive registration, as copy.cu's tables
   for (int i = 0; i < 4; ++i) {
     for (cd_dtype_t& d : sig[i]) d = kTypes[i];
     register_kernel(registry, "conv2d", sig[i], 4, conv2d_kernel);
     register_kernel(registry, "conv_transpose2d", sig[i], 4, conv_transpose2d_kernel);
+    register_kernel(registry, "conv2d_fused", sig[i], 5, conv2d_fused_kernel);  // x, weight, bias, residual, out
   }
 }
 
