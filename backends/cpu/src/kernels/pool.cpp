@@ -136,6 +136,75 @@ void sum_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, i
 template <class T>
 using acc_t = std::conditional_t<is_floating_v<T>, compute_t<T>, T>;
 
+// acc = max(acc, row) or acc += row over `n` contiguous values.
+template <class T, class A, bool kMax>
+inline void accumulate_contiguous(A* acc, const T* row, int64_t n) {
+  if constexpr (kMax && std::is_same_v<T, float>) {
+    max_row_f32(acc, row, n, 1);
+  } else if constexpr (kMax) {
+    max_row(acc, row, n, 1);
+  } else if constexpr (std::is_same_v<T, float>) {
+    sum_row_f32(acc, row, n, 1);
+  } else {
+    sum_row(acc, row, n, 1);
+  }
+}
+
+// x with adjacent channels (channels last, the layout convolutions hand on):
+// one output pixel at a time, vectorized over the channels. Taps are visited
+// in window order, so ties and NaN resolve as in the row loops below.
+template <class T, bool kMax>
+void pool_channels_last(const PoolShape& s, const View& x, T* out, const std::vector<acc_t<T>>& wcount) {
+  using A = acc_t<T>;
+  const T* X = reinterpret_cast<const T*>(x.data);
+  const int64_t sN = x.strides[0], sH = x.strides[2], sW = x.strides[3];
+  const int64_t plane = s.OH * s.OW;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * s.C * s.kh * s.kw));
+  parallel_guarded(s.N * s.OH, grain, [&](int64_t begin, int64_t end) {
+    // One output row, pixel-major (OW x C), stored channel by channel so
+    // that the writes into the (N, C, OH, OW) output stay contiguous.
+    std::vector<A> acc(static_cast<size_t>(s.OW * s.C));
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / s.OH, oh = row % s.OH;
+      const int64_t hs = oh * s.sh - s.pt;
+      if constexpr (kMax) {
+        std::fill(acc.begin(), acc.end(), is_floating_v<T> ? -std::numeric_limits<A>::infinity()
+                                                            : std::numeric_limits<A>::lowest());
+      } else {
+        std::fill(acc.begin(), acc.end(), A(0));
+      }
+      for (int64_t ow = 0; ow < s.OW; ++ow) {
+        A* pixel = acc.data() + ow * s.C;
+        for (int64_t r = 0; r < s.kh; ++r) {
+          const int64_t ih = hs + r * s.dh;
+          if (ih < 0 || ih >= s.H) continue;
+          for (int64_t q = 0; q < s.kw; ++q) {
+            const int64_t iw = ow * s.sw - s.pl + q * s.dw;
+            if (iw < 0 || iw >= s.W) continue;
+            accumulate_contiguous<T, A, kMax>(pixel, X + n * sN + ih * sH + iw * sW, s.C);
+          }
+        }
+      }
+      A hc = A(1);
+      if constexpr (!kMax) {
+        const int64_t he = std::min(hs + s.kh, s.H + s.pb);
+        hc = static_cast<A>(s.include_pad ? he - hs : std::min(he, s.H) - std::max<int64_t>(hs, 0));
+      }
+      for (int64_t c = 0; c < s.C; ++c) {
+        T* o = out + (n * s.C + c) * plane + oh * s.OW;
+        for (int64_t ow = 0; ow < s.OW; ++ow) {
+          const A v = acc[static_cast<size_t>(ow * s.C + c)];
+          if constexpr (kMax) {
+            o[ow] = store<T>(v);
+          } else {
+            o[ow] = store<T>(v / (hc * wcount[static_cast<size_t>(ow)]));
+          }
+        }
+      }
+    }
+  });
+}
+
 template <class T, bool kMax>
 void pool_loops(const PoolShape& s, const View& x, T* out) {
   using A = acc_t<T>;
@@ -153,6 +222,10 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
       if (!s.include_pad) cnt = std::min(we, s.W) - std::max<int64_t>(ws, 0);
       wcount[static_cast<size_t>(ow)] = static_cast<A>(cnt);
     }
+  }
+  if (sC == 1 && s.C > 1 && s.kh * s.kw > 1) {
+    pool_channels_last<T, kMax>(s, x, out, wcount);
+    return;
   }
   parallel_guarded(rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<A> acc(static_cast<size_t>(s.OW));
