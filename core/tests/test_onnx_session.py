@@ -247,3 +247,89 @@ def test_per_channel_mul_and_add_fold_into_the_conv():
     assert [(n.name, n.op_type) for n in sess.nodes] == [("conv+scale+shift", "Conv"), ("pixelwise", "Mul")]
     (want,) = _onnxruntime(model, {"x": x})
     np.testing.assert_allclose(sess.run([x])[0], want, rtol=1e-5, atol=1e-5)
+
+
+def _residual_net(rng):
+    """A ResNet-like block and an Inception-like tail: convs with Relu and residual Adds, a Concat, pools."""
+    def w(*shape):
+        return rng.standard_normal(shape).astype(np.float32) * 0.3
+
+    inits = [_init("w1", w(8, 3, 3, 3)), _init("b1", w(8)), _init("w2", w(8, 8, 3, 3)), _init("w3", w(8, 8, 1, 1)),
+             _init("w4", w(6, 8, 1, 1)), _init("w5", w(4, 8, 3, 3)), _init("w6", w(5, 12, 1, 1)),
+             _init("bias_map", w(1, 6, 8, 8)), _init("w7", w(3, 8, 1, 1)), _init("w8", w(3, 8, 3, 3)),
+             _init("w9", w(2, 6, 1, 1))]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("Conv", ["r2", "w3"], ["c3"], name="conv3"),
+        helper.make_node("Add", ["r1", "c3"], ["s3"], name="add3"),  # the residual: fuses into conv3
+        helper.make_node("Relu", ["s3"], ["r3"], name="relu3"),
+        helper.make_node("Conv", ["r3", "w4"], ["c4"], name="conv4"),
+        helper.make_node("Add", ["c4", "bias_map"], ["s4"], name="add4"),  # broadcast: stays an Add
+        helper.make_node("Conv", ["r3", "w5"], ["c5"], name="conv5", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c5"], ["r5"], name="relu5"),
+        helper.make_node("MaxPool", ["r3"], ["p3"], name="pool3", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["r5", "p3"], ["cat"], name="concat", axis=1),
+        helper.make_node("Conv", ["cat", "w6"], ["c6"], name="conv6"),
+        helper.make_node("AveragePool", ["c6"], ["y"], name="avg", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["r3", "w7"], ["c7"], name="conv7"),  # a Concat of two convs (SqueezeNet)
+        helper.make_node("Conv", ["r3", "w8"], ["c8"], name="conv8", pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["c7", "c8"], ["cat2"], name="concat2", axis=1),
+        helper.make_node("Conv", ["cat2", "w9"], ["y2"], name="conv9"),
+    ]
+    outputs = [_vi("y", ["N", 5, 4, 4]), _vi("s4", ["N", 6, 8, 8]), _vi("y2", ["N", 2, 8, 8])]
+    return _model(nodes, [_vi("x", ["N", 3, 8, 8])], outputs, inits)
+
+
+def test_relu_and_residual_add_fuse_into_the_conv():
+    rng = np.random.default_rng(4)
+    model = _residual_net(rng)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    sess = Session(model, device=DEVICE)
+    names = {n.name: n.op_type for n in sess.nodes}
+    for fused in ("conv1+relu1", "conv2+relu2", "conv3+add3+relu3", "conv5+relu5"):
+        assert names.get(fused) == "Conv", names
+    assert names.get("add4") == "Add", names  # a broadcast operand is not a residual
+    want = _onnxruntime(model, {"x": x})
+    got = sess.run({"x": x})
+    unfused = Session(model, device=DEVICE, fold_into_conv=False).run({"x": x})
+    for g, u, e in zip(got, unfused, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(g, u, rtol=1e-5, atol=1e-6)
+    values = sess.run_with_intermediates({"x": x})
+    assert values["r3"].shape == (2, 8, 8, 8) and values["cat"].shape == (2, 12, 8, 8)
+
+
+def test_chains_of_convolutions_hand_on_channels_last_views():
+    from chipdock.onnx.session import _ChannelsLast, _concat_channels_last
+
+    sess = Session(_residual_net(np.random.default_rng(5)), device=DEVICE)
+    channels_last = {s.info.name for s in sess._steps if isinstance(s.fn, _ChannelsLast)}
+    # Every reader of these is a convolution (data or residual), a pool, or a channels-last Concat; conv5
+    # feeds a Concat with a pool's (NCHW) output, conv9 is a graph output.
+    assert channels_last == {"conv1+relu1", "conv2+relu2", "conv3+add3+relu3", "conv6", "conv7", "conv8"}, \
+        channels_last
+    assert [s.info.name for s in sess._steps if s.fn is _concat_channels_last] == ["concat2"]
+
+
+def test_batchnorm_then_per_channel_mul_and_add_fold_into_one_batchnorm():
+    rng = np.random.default_rng(6)
+    inits = [_init(n, rng.uniform(0.5, 1.5, 4).astype(np.float32)) for n in ("scale", "beta", "mean", "var")]
+    inits += [_init("s", rng.standard_normal((4, 1, 1)).astype(np.float32)),
+              _init("t", rng.standard_normal((1, 4, 1, 1)).astype(np.float32))]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu0"),
+        helper.make_node("BatchNormalization", ["r", "scale", "beta", "mean", "var"], ["bn"], name="bn"),
+        helper.make_node("Mul", ["bn", "s"], ["m"], name="mul"),
+        helper.make_node("Add", ["t", "m"], ["a"], name="add"),
+        helper.make_node("Relu", ["a"], ["y"], name="relu"),
+    ]
+    model = _model(nodes, [_vi("x", [2, 4, 5, 5])], [_vi("y", [2, 4, 5, 5])], inits)
+    sess = Session(model, device=DEVICE)
+    assert [(n.name, n.op_type) for n in sess.nodes] == [
+        ("relu0", "Relu"), ("bn+mul+add", "BatchNormalization"), ("relu", "Relu")]
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    (want,) = _onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(sess.run([x])[0], want, rtol=1e-5, atol=1e-5)

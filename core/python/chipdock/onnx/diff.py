@@ -175,11 +175,24 @@ def _node_protos(model: Any) -> dict[str, Any]:
 
 def _origin(node: Any, output: str, producers: Mapping[str, Any]) -> Any:
     """The ONNX node a plan node stands for: the producer of its output, or for a fused step (a Conv
-    with a BatchNormalization folded into it) the first node of its op type up the data input chain."""
+    with a BatchNormalization, Relu or residual Add folded into it) the node of its op type up the
+    chain that reads the step's own data input."""
     proto = producers.get(output)
-    while proto is not None and proto.op_type != node.op_type and proto.input:
-        proto = producers.get(proto.input[0])
-    return proto
+    if proto is None or proto.op_type == node.op_type:
+        return proto
+    seen, frontier = set(), [proto]
+    while frontier:
+        nxt = []
+        for p in frontier:
+            if p.op_type == node.op_type and (not node.inputs or p.input[0] == node.inputs[0]):
+                return p
+            for name in p.input:
+                up = producers.get(name)
+                if up is not None and id(up) not in seen:
+                    seen.add(id(up))
+                    nxt.append(up)
+        frontier = nxt
+    return None
 
 
 def _attrs(node: Any) -> dict[str, Any]:

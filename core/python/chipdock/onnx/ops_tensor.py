@@ -145,10 +145,19 @@ def _expand(ctx: NodeContext) -> Kernel:
     return run
 
 
+class Concat:
+    """Concat along ``axis`` (the session reads ``axis`` to run channel concats channels-last)."""
+
+    def __init__(self, axis: int) -> None:
+        self.axis = axis
+
+    def __call__(self, *xs: Any) -> Any:
+        return ops.concat(xs, axis=self.axis)
+
+
 @converter("Concat", attributes=("axis",))
 def _concat(ctx: NodeContext) -> Kernel:
-    axis = int(ctx.attr("axis", 1 if ctx.opset < 4 else 0))
-    return lambda *xs: ops.concat(xs, axis=axis)
+    return Concat(int(ctx.attr("axis", 1 if ctx.opset < 4 else 0)))
 
 
 @converter("Split", attributes=("axis", "split", "num_outputs"))

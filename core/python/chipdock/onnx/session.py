@@ -4,12 +4,15 @@ Loading checks the model, expands function ops, infers shapes, converts every
 node to a call of chipdock ops (collecting every unsupported node into one
 error before anything runs), places initializers and constant subgraphs on
 the device once (constant folding runs the same converters on the device),
-folds BatchNormalization into the Conv before it, and computes where each
-intermediate value is last used so that a run drops it right there.
+folds BatchNormalization into the Conv before it, fuses a following Relu and
+residual Add into it (``conv2d_fused``, where the device has that kernel),
+and computes where each intermediate value is last used so that a run drops
+it right there.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from .. import ops
+from .. import _C, ops
 from .._C import Tensor
 from .._dtypes import dtype
 from .._runtime import Device, _resolve_device
@@ -29,7 +32,7 @@ from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (register the c
 from ._registry import NodeContext, Unsupported, find_converter
 from .dtypes import onnx_to_dtype, onnx_type_name
 from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
-from .ops_tensor import Folded
+from .ops_tensor import Concat, Folded
 
 
 class UnsupportedModelError(InvalidArgumentError):
@@ -88,6 +91,37 @@ class _Step:
     ins: list[int]
     outs: list[int]
     frees: tuple[int, ...] = ()
+    fused: bool = False  # a conv2d_fused step, with its epilogue so far
+    relu: bool = False
+    residual: bool = False
+
+
+class _ChannelsLast:
+    """A conv2d_fused step run with layout nhwc, handing on the (N, K, OH, OW) view of its output.
+
+    The view's strides are channels-last, which the next convolution reads as
+    it is: a chain of such steps never reorders its activations.
+    """
+
+    def __init__(self, fn: functools.partial[Tensor]) -> None:
+        self.fn = functools.partial(fn, layout="nhwc")
+
+    def __call__(self, x: Tensor, weight: Tensor, bias: Tensor, residual: Tensor | None) -> Tensor:
+        if residual is not None:  # (N, K, OH, OW) -> the output's (N, OH, OW, K), a view
+            residual = ops.transpose(residual, perm=[0, 2, 3, 1])
+        return ops.transpose(self.fn(x, weight, bias, residual), perm=[0, 3, 1, 2])
+
+
+def _concat_channels_last(*xs: Tensor) -> Tensor:
+    """Concat along the channels of channels-last (N, C, H, W) views: one contiguous
+    (N, H, W, sum C) result, handed on as its (N, C, H, W) view."""
+    nhwc = [ops.transpose(x, perm=[0, 2, 3, 1]) for x in xs]
+    return ops.transpose(ops.concat(nhwc, axis=3), perm=[0, 3, 1, 2])
+
+
+#: Readers that take a channels-last view of their data input (position 0) at
+#: full speed: the CPU pools vectorize over adjacent channels.
+_CHANNELS_LAST_READERS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 
 
 class Session:
@@ -246,7 +280,7 @@ class Session:
         if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
             self._fold(step)
             return
-        if self._fold_into_conv and self._fold_into_producer(node, step):
+        if self._fold_into_conv and (self._fold_into_producer(node, step) or self._fuse_into_conv(node, step)):
             return
         for out in node.output:
             self._producer[out] = step
@@ -268,8 +302,8 @@ class Session:
     def _conv_feeding(self, name: str) -> tuple[_Step, Tensor, Tensor | None] | None:
         """The Conv step producing ``name`` for this node alone, with its constant weight and bias."""
         conv = self._producer.get(name)
-        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1:
-            return None
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1 or conv.fused:
+            return None  # (after a fused epilogue nothing per-channel folds into the weights)
         weight = self._consts.get(conv.ins[1])
         has_bias = len(conv.ins) > 2 and conv.ins[2] != 0
         bias = self._consts.get(conv.ins[2]) if has_bias else None
@@ -297,6 +331,8 @@ class Session:
             return self._refold(conv, step, self._scaled(weight, factor), ops.add(ops.mul(shifted, factor), beta))
         if node.op_type not in ("Mul", "Add") or len(node.input) != 2 or node.attribute:
             return False
+        if self._fold_into_batch_norm(node, step):
+            return True
         for i in (0, 1):
             found = self._conv_feeding(node.input[i])
             other = self._consts.get(self._slots.get(node.input[1 - i], -1))
@@ -311,6 +347,194 @@ class Session:
                 return self._refold(conv, step, self._scaled(weight, per_channel), new_bias)
             zeros = ops.full(shape=[weight.shape[0]], value=0.0, dtype=weight.dtype, device=self.device)
             return self._refold(conv, step, weight, ops.add(zeros if bias is None else bias, per_channel))
+        return False
+
+    def _fusable_conv(self, name: str) -> _Step | None:
+        """The 2-d Conv step producing ``name`` for one reader, when the device runs conv2d_fused in its dtype."""
+        conv = self._producer.get(name)
+        if conv is None or conv.info.op_type != "Conv" or self._uses.get(name, 0) != 1 or conv.relu:
+            return None
+        fn = conv.fn
+        if not isinstance(fn, functools.partial) or fn.func not in (ops.conv2d, ops.conv2d_fused):
+            return None  # a 1-d conv lifted to 2-d
+        dt = self._types.get(name, (None, None))[0]
+        if dt is None or dt.code not in self._fused_conv_dtypes() or conv.ins[1] not in self._consts:
+            return None
+        return conv
+
+    def _fused_conv_dtypes(self) -> set[int]:
+        if not hasattr(self, "_fused_dtypes"):
+            self._fused_dtypes = {sig[0] for op, sig in _C.kernels(self.device.type) if op == "conv2d_fused"}
+        return self._fused_dtypes
+
+    def _fuse_into_conv(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Makes a Relu, or an Add/Sum of a same-shaped tensor, the epilogue of the Conv before it.
+
+        As ONNX Runtime's FusedConv: one conv2d_fused call writes
+        act(conv + bias + residual), instead of one pass per op over the output.
+        """
+        if node.op_type == "Relu" and not node.attribute:
+            conv = self._fusable_conv(node.input[0])
+            if conv is None:
+                return False
+            conv.relu = True
+            residual = (conv.ins[3], conv.info.inputs[3]) if conv.residual else (0, "")
+            self._make_fused(conv, step, *residual)
+            return True
+        if node.op_type not in ("Add", "Sum") or len(node.input) != 2 or node.attribute:
+            return False
+        for i in (0, 1):
+            conv = self._fusable_conv(node.input[i])
+            other = node.input[1 - i]
+            if conv is None or conv.residual or not other or other == node.input[i]:
+                continue
+            shape = self._types.get(node.input[i], (None, None))[1]
+            if not shape or not all(isinstance(d, int | str) for d in shape) or \
+                    self._types.get(other, (None, None))[1] != shape:
+                continue  # the residual must have the output's shape, dims equal or the same symbol (no broadcast)
+            conv.residual = True
+            self._make_fused(conv, step, self._slot(other), other)
+            return True
+        return False
+
+    def _make_fused(self, conv: _Step, step: _Step, residual: int, residual_name: str) -> None:
+        """Turns ``conv`` into a conv2d_fused step that writes ``step``'s output, reading ``residual``.
+
+        The step moves to the end of the program: its own inputs were ready
+        where it stood, and the residual is ready now.
+        """
+        self._as_fused(conv)
+        conv.ins[3] = residual
+        names = conv.info.inputs[:3]
+        out = step.info.outputs[0]
+        del self._producer[conv.info.outputs[0]]
+        conv.info = NodeInfo(f"{conv.info.name}+{step.info.name}", "Conv",
+                             (*names, residual_name) if residual else names, (out,))
+        conv.outs = [self._slot(out)]
+        self._producer[out] = conv
+        self._steps.remove(conv)
+        self._steps.append(conv)
+
+    def _as_fused(self, conv: _Step) -> None:
+        """Makes a conv2d step (constant weight) a conv2d_fused one with ``conv``'s epilogue flags."""
+        keywords = {k: v for k, v in conv.fn.keywords.items() if k != "activation"}
+        conv.fn = functools.partial(ops.conv2d_fused, **keywords, activation="relu" if conv.relu else "none")
+        if conv.fused:
+            return
+        conv.fused = True
+        names = list(conv.info.inputs[:3])
+        if len(conv.ins) < 3 or conv.ins[2] == 0:  # conv2d_fused takes a bias
+            weight = self._consts[conv.ins[1]]
+            key = f"{conv.info.name}/zero_bias"
+            self._set_const(key, ops.full(shape=[weight.shape[0]], value=0.0, dtype=weight.dtype,
+                                          device=self.device))
+            conv.ins = [*conv.ins[:2], self._slots[key]]
+            names = [*names[:2], key]
+        conv.ins = [*conv.ins[:3], 0]
+        conv.info = NodeInfo(conv.info.name, "Conv", tuple(names), conv.info.outputs)
+
+    def _choose_layouts(self) -> None:
+        """Convolutions and channel Concats whose every reader takes channels-last views write them.
+
+        A conv2d_fused with layout nhwc hands on a channels-last view, which
+        the next convolution, a pool or a channel Concat (itself run
+        channels-last) reads as it is; any other reader, or a graph output,
+        keeps its producer NCHW. Found as a fixpoint: a candidate drops out
+        when a reader or (for a Concat) an input producer is not channels-last.
+        """
+        if not self._fused_conv_dtypes():
+            return
+        readers: dict[int, list[tuple[_Step, int]]] = {}
+        for step in self._steps:
+            for pos, slot in enumerate(step.ins):
+                if slot:
+                    readers.setdefault(slot, []).append((step, pos))
+        producer = {slot: step for step in self._steps for slot in step.outs}
+        outputs = {self._slots[o.name] for o in self.outputs if o.name in self._slots}
+        convs = {id(s) for s in self._steps if s.fused or self._plain_conv(s)}
+        concats = {id(s) for s in self._steps if self._channel_concat(s)}
+        chosen = convs | concats
+
+        def reads_channels_last(reader: _Step, pos: int) -> bool:
+            if id(reader) in convs:
+                return pos in (0, 3)
+            if id(reader) in chosen:  # a channel Concat still in
+                return True
+            return reader.info.op_type in _CHANNELS_LAST_READERS and pos == 0
+
+        changed = True
+        while changed:
+            changed = False
+            for step in self._steps:
+                if id(step) not in chosen:
+                    continue
+                found = readers.get(step.outs[0], [])
+                ok = bool(found) and step.outs[0] not in outputs and all(reads_channels_last(r, p) for r, p in found)
+                if ok and id(step) in concats:
+                    ok = all(slot and id(producer.get(slot)) in chosen for slot in step.ins)
+                if not ok:
+                    chosen.discard(id(step))
+                    changed = True
+        for step in self._steps:
+            if id(step) not in chosen:
+                continue
+            if id(step) in concats:
+                step.fn = _concat_channels_last
+                continue
+            for r, _ in readers[step.outs[0]]:
+                if id(r) in convs:
+                    self._as_fused(r)
+            self._as_fused(step)
+        for step in self._steps:
+            if id(step) in chosen and id(step) in convs:
+                step.fn = _ChannelsLast(step.fn)
+
+    def _channel_concat(self, step: _Step) -> bool:
+        """A Concat of 4-d tensors along dim 1."""
+        if not isinstance(step.fn, Concat) or step.fn.axis not in (1, -3):
+            return False
+        shapes = [self._types.get(n, (None, None))[1] for n in step.info.inputs]
+        return all(shape is not None and len(shape) == 4 for shape in shapes)
+
+    def _plain_conv(self, step: _Step) -> bool:
+        """A 2-d conv2d step with a constant weight, in a dtype the device runs conv2d_fused in."""
+        fn = step.fn
+        if step.info.op_type != "Conv" or not isinstance(fn, functools.partial) or fn.func is not ops.conv2d:
+            return False
+        weight = self._consts.get(step.ins[1])
+        return weight is not None and weight.dtype.code in self._fused_conv_dtypes()
+
+    def _fold_into_batch_norm(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Folds a per-channel constant Mul or Add into the BatchNormalization before it (its scale and bias)."""
+        for i in (0, 1):
+            bn = self._producer.get(node.input[i])
+            other = self._consts.get(self._slots.get(node.input[1 - i], -1))
+            if bn is None or other is None or bn.info.op_type != "BatchNormalization" or \
+                    self._uses.get(node.input[i], 0) != 1 or not all(s in self._consts for s in bn.ins[1:3]):
+                continue
+            scale, bias = self._consts[bn.ins[1]], self._consts[bn.ins[2]]
+            shape = self._types.get(node.input[i], (None, None))[1]
+            per_channel = None if shape is None else self._per_channel(other, scale.shape[0], len(shape))
+            if per_channel is None or per_channel.dtype != scale.dtype:
+                return False
+            if node.op_type == "Mul":
+                scale, bias = ops.mul(scale, per_channel), ops.mul(bias, per_channel)
+            else:
+                bias = ops.add(bias, per_channel)
+            base = bn.info.name
+            n = len(self._consts)
+            names = list(bn.info.inputs)
+            for pos, value in ((1, scale), (2, bias)):
+                key = f"{base}/folded_{pos}_{n}"
+                self._set_const(key, value.contiguous())
+                bn.ins[pos] = self._slots[key]
+                names[pos] = key
+            out = step.info.outputs[0]
+            del self._producer[bn.info.outputs[0]]
+            bn.info = NodeInfo(f"{base}+{step.info.name}", bn.info.op_type, tuple(names), (out,))
+            bn.outs = [self._slot(out)]
+            self._producer[out] = bn
+            return True
         return False
 
     @staticmethod
@@ -349,6 +573,15 @@ class Session:
 
     def _finish(self) -> None:
         """Liveness: each step drops the values it was the last to read (graph outputs are kept)."""
+        if self._fold_into_conv:
+            self._choose_layouts()
+        # Constants no step reads any more (weights replaced by their folded
+        # versions) leave the device now.
+        read = {slot for step in self._steps for slot in step.ins} | {
+            self._slots[o.name] for o in self.outputs if o.name in self._slots}
+        for slot in [slot for slot in self._consts if slot not in read]:
+            del self._consts[slot]
+            self._host.pop(slot, None)
         keep = {self._slots[o.name] for o in self.outputs if o.name in self._slots} | set(self._consts) | {0}
         last: dict[int, int] = {}
         for index, step in enumerate(self._steps):
