@@ -314,7 +314,7 @@ def test_chains_of_convolutions_hand_on_channels_last_views():
     assert [s.info.name for s in sess._steps if s.fn is _concat_channels_last] == ["concat2"]
 
 
-def test_batchnorm_then_per_channel_mul_and_add_fold_into_one_batchnorm():
+def test_batchnorm_then_per_channel_mul_add_and_relu_fold_into_one_batchnorm():
     rng = np.random.default_rng(6)
     inits = [_init(n, rng.uniform(0.5, 1.5, 4).astype(np.float32)) for n in ("scale", "beta", "mean", "var")]
     inits += [_init("s", rng.standard_normal((4, 1, 1)).astype(np.float32)),
@@ -329,7 +329,7 @@ def test_batchnorm_then_per_channel_mul_and_add_fold_into_one_batchnorm():
     model = _model(nodes, [_vi("x", [2, 4, 5, 5])], [_vi("y", [2, 4, 5, 5])], inits)
     sess = Session(model, device=DEVICE)
     assert [(n.name, n.op_type) for n in sess.nodes] == [
-        ("relu0", "Relu"), ("bn+mul+add", "BatchNormalization"), ("relu", "Relu")]
+        ("relu0", "Relu"), ("bn+mul+add+relu", "BatchNormalization")]  # the Relu is the BN's activation
     x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
     (want,) = _onnxruntime(model, {"x": x})
     np.testing.assert_allclose(sess.run([x])[0], want, rtol=1e-5, atol=1e-5)

@@ -316,6 +316,7 @@ def test_batch_norm_matches_cpu_reference(name):
         x = data(shape, name, rng)
         params = [positive((c,), name, rng), data((c,), name, rng), data((c,), name, rng), positive((c,), name, rng)]
         check("batch_norm", name, [x, *params], {"epsilon": 1e-3}, view, f"{shape}")
+        check("batch_norm", name, [x, *params], {"epsilon": 1e-3, "activation": "relu"}, view, f"{shape} relu")
 
 
 @pytest.mark.parametrize("name", NORM_FLOATS)

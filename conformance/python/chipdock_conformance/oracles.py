@@ -540,6 +540,8 @@ def batch_norm(ins: list[np.ndarray], attrs: Attrs) -> Result:
     g, b, mu, var = (_channel(p, x.ndim) for p in ins[1:])
     inv = 1.0 / np.sqrt(var + attrs.get("epsilon", 1e-5))
     v = (x - mu) * inv * g + b
+    if attrs.get("activation") == "relu":
+        v = np.maximum(v, 0.0)  # NaN stays NaN; the error bound stands
     return _one(v, (np.abs(x) + np.abs(mu)) * inv * np.abs(g) * 4 + np.abs(b))
 
 

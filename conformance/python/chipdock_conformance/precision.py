@@ -584,6 +584,8 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     if op_name == "batch_norm":
         return [Variant("nch", f([(4, 3, 5), (3,), (3,), (3,), (3,)], positive=(4,)), quick=True),
                 Variant("nchw", f([(2, 5, 6, 7), (5,), (5,), (5,), (5,)], positive=(4,)), layout="transposed"),
+                Variant("relu", f([(2, 5, 6, 7), (5,), (5,), (5,), (5,)], {"activation": "relu"}, positive=(4,)),
+                        quick=True),
                 Variant("large", f([(8, 32, 64, 64), (32,), (32,), (32,), (32,)], positive=(4,)))]
     if op_name in ("layer_norm", "rms_norm"):
         bias = [] if op_name == "rms_norm" else [(33,)]

@@ -141,8 +141,7 @@ HostTensor nchw_view(HostTensor t) {
   return t;
 }
 
-void check_residual(const ConvShape& s, const HostTensor& residual, const HostTensor& out) {
-  (void)s;
+void check_residual(const HostTensor& residual, const HostTensor& out) {
   if (residual.shape != out.shape) {
     fail(CD_STATUS_INVALID_ARGUMENT, "residual must have the output's shape (%lld, %lld, %lld, %lld)",
          static_cast<long long>(out.shape[0]), static_cast<long long>(out.shape[1]),
@@ -662,7 +661,7 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
     s.epilogue.relu = relu_activation(ctx);
     s.epilogue.nhwc = nhwc;
     s.epilogue.residual = in.size() == 4;
-    if (s.epilogue.residual) check_residual(s, in[3], out);
+    if (s.epilogue.residual) check_residual(in[3], out);
   }
   if (out.numel == 0) return;
   const std::optional<packed_cache::Source> wsrc = packed_cache::source_of(*ctx->inputs[1]);

@@ -3,6 +3,10 @@
 // optional for layer_norm), group_norm (x (N, C, ...), C / num_groups
 // channels per group) and local_response_norm (ONNX LRN across channels).
 // The loops are in norm_ops.h.
+#include <limits>
+#include <string>
+
+#include "chipdock/support/attributes.h"
 #include "reduce_common.h"
 
 namespace chipdock_cpu {
@@ -19,6 +23,7 @@ struct NormPlan {
   std::vector<HostTensor> params;  // scale, bias[, mean, var] as given
   double epsilon = 0, alpha = 0, beta = 0, bias = 0;
   int64_t size = 1, groups = 1;
+  bool relu = false;  // batch_norm's activation
   std::vector<Dim> rows, row;
   int64_t row_count = 0, row_len = 0;
   // (N, C, spatial...) ops
@@ -44,6 +49,14 @@ double non_negative(const cd_kernel_context* ctx, const char* name) {
   const double v = attr_float(ctx, name);
   if (!(v >= 0)) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' = %g must be >= 0", name, v);
   return v;
+}
+
+// batch_norm's `activation`: none or relu (absent in a raw launch: none).
+bool relu_activation(const cd_kernel_context* ctx) {
+  if (chipdock::support::find_attribute(ctx, "activation") == nullptr) return false;
+  const std::string a = chipdock::support::string_attribute(ctx, "activation");
+  if (a != "none" && a != "relu") fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
+  return a == "relu";
 }
 
 // x, params of x's dtype, the output like x.
@@ -126,6 +139,7 @@ NormPlan plan_group_norm(const cd_kernel_context* ctx) {
 NormPlan plan_batch_norm(const cd_kernel_context* ctx) {
   NormPlan p = plan_common(ctx, NormOp::batch_norm, 5, 5);
   p.epsilon = non_negative(ctx, "epsilon");
+  p.relu = relu_activation(ctx);
   plan_nc(p, "batch_norm");
   require_channels(p, 0, 4);
   p.row_channels = p.spatial < 16;

@@ -153,17 +153,25 @@ template <class T> void batch_norm_run(const NormPlan& p) {
   const C* pa = a.data();
   const C* pb = bias.data();
   const C* pm = mean.data();
+  // The fused relu: 0 below zero, NaN stays NaN. `lo` is -inf without it.
+  const C lo = p.relu ? C(0) : -std::numeric_limits<C>::infinity();
   if (p.row_channels) {  // a row is one sample: channels x S
     for_each_row<T>(p, [&](const C* x, C* y, int64_t) {
       if (S == 1) {
 #pragma omp simd
-        for (int64_t c = 0; c < channels; ++c) y[c] = (x[c] - pm[c]) * pa[c] + pb[c];
+        for (int64_t c = 0; c < channels; ++c) {
+          const C v = (x[c] - pm[c]) * pa[c] + pb[c];
+          y[c] = v < lo ? lo : v;
+        }
         return;
       }
       for (int64_t c = 0; c < channels; ++c) {
         const C m = pm[c], k = pa[c], b = pb[c];
 #pragma omp simd
-        for (int64_t j = 0; j < S; ++j) y[c * S + j] = (x[c * S + j] - m) * k + b;
+        for (int64_t j = 0; j < S; ++j) {
+          const C v = (x[c * S + j] - m) * k + b;
+          y[c * S + j] = v < lo ? lo : v;
+        }
       }
     });
     return;
@@ -172,7 +180,10 @@ template <class T> void batch_norm_run(const NormPlan& p) {
     const int64_t c = r % channels;
     const C m = pm[c], k = pa[c], b = pb[c];
 #pragma omp simd
-    for (int64_t j = 0; j < S; ++j) y[j] = (x[j] - m) * k + b;
+    for (int64_t j = 0; j < S; ++j) {
+      const C v = (x[j] - m) * k + b;
+      y[j] = v < lo ? lo : v;
+    }
   });
 }
 

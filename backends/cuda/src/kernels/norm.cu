@@ -13,6 +13,7 @@
 // batch_norm and local_response_norm are elementwise: one thread per output.
 // The formulas and the float64 1/sqrt(var + epsilon) are the CPU
 // reference's (norm_ops.h).
+#include <string>
 #include <type_traits>
 
 #include "reduce.cuh"
@@ -207,6 +208,7 @@ struct NcPlan {
   int64_t param_stride[4] = {0, 0, 0, 0};  // scale, bias, mean, var (1-d, C elements)
   double epsilon = 0, alpha = 0, beta = 0, bias = 0;
   int64_t size = 1;
+  bool relu = false;  // batch_norm's activation
 };
 
 template <class T>
@@ -220,7 +222,8 @@ __global__ void batch_norm_kernel(const T* x, const T* scale, const T* bias, con
     const double v = static_cast<double>(load(var[c * p.param_stride[3]]));
     const C a = static_cast<C>(s / sqrt(v + p.epsilon));
     const C m = load(mean[c * p.param_stride[2]]), b = load(bias[c * p.param_stride[1]]);
-    y[i] = store<T>((load(x[offset_of(i, p.x)]) - m) * a + b);
+    const C out = (load(x[offset_of(i, p.x)]) - m) * a + b;
+    y[i] = store<T>(p.relu && out < C(0) ? C(0) : out);  // NaN stays NaN
   }
 }
 
@@ -387,9 +390,16 @@ void enqueue_batch_norm(const cd_kernel_context* ctx) {
   const std::vector<Tensor> t = operands(ctx, out);
   require_nc(t, "batch_norm");
   const double eps = non_negative(ctx, "epsilon");
+  bool relu = false;
+  if (chipdock::support::find_attribute(ctx, "activation") != nullptr) {
+    const std::string a = chipdock::support::string_attribute(ctx, "activation");
+    if (a != "none" && a != "relu") fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
+    relu = a == "relu";
+  }
   if (out.numel == 0) return;
   NcPlan p = plan_nc(t[0]);
   p.epsilon = eps;
+  p.relu = relu;
   for (int i = 0; i < 4; ++i) p.param_stride[i] = t[i + 1].strides[0];
   constexpr int kThreads = 256;
   ew::dispatch<ew::kFloatMask>(t[0].dtype, [&](auto tag) {

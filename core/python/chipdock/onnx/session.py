@@ -376,7 +376,7 @@ class Session:
         if node.op_type == "Relu" and not node.attribute:
             conv = self._fusable_conv(node.input[0])
             if conv is None:
-                return False
+                return self._fuse_relu_into_batch_norm(node, step)
             conv.relu = True
             residual = (conv.ins[3], conv.info.inputs[3]) if conv.residual else (0, "")
             self._make_fused(conv, step, *residual)
@@ -396,6 +396,21 @@ class Session:
             self._make_fused(conv, step, self._slot(other), other)
             return True
         return False
+
+    def _fuse_relu_into_batch_norm(self, node: onnx.NodeProto, step: _Step) -> bool:
+        """Makes a Relu the activation of the BatchNormalization before it (DenseNet's BN-ReLU-Conv)."""
+        bn = self._producer.get(node.input[0])
+        if bn is None or bn.info.op_type != "BatchNormalization" or self._uses.get(node.input[0], 0) != 1 or \
+                not isinstance(bn.fn, functools.partial) or bn.fn.func is not ops.batch_norm or bn.relu:
+            return False
+        bn.relu = True
+        bn.fn = functools.partial(ops.batch_norm, **bn.fn.keywords, activation="relu")
+        out = step.info.outputs[0]
+        del self._producer[bn.info.outputs[0]]
+        bn.info = NodeInfo(f"{bn.info.name}+{step.info.name}", bn.info.op_type, bn.info.inputs, (out,))
+        bn.outs = [self._slot(out)]
+        self._producer[out] = bn
+        return True
 
     def _make_fused(self, conv: _Step, step: _Step, residual: int, residual_name: str) -> None:
         """Turns ``conv`` into a conv2d_fused step that writes ``step``'s output, reading ``residual``.
@@ -509,7 +524,7 @@ class Session:
         for i in (0, 1):
             bn = self._producer.get(node.input[i])
             other = self._consts.get(self._slots.get(node.input[1 - i], -1))
-            if bn is None or other is None or bn.info.op_type != "BatchNormalization" or \
+            if bn is None or other is None or bn.info.op_type != "BatchNormalization" or bn.relu or \
                     self._uses.get(node.input[i], 0) != 1 or not all(s in self._consts for s in bn.ins[1:3]):
                 continue
             scale, bias = self._consts[bn.ins[1]], self._consts[bn.ins[2]]
