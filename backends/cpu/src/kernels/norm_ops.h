@@ -232,8 +232,19 @@ template <class T> void lrn_run(const NormPlan& p) {
 #pragma omp simd
           for (int64_t j = 0; j < w; ++j) yb[j] += sq[cc * w + j];
         }
-        for (int64_t j = 0; j < w; ++j) {
-          yb[j] = xb[c * w + j] * std::pow(k + scale * yb[j], nbeta);
+        const C* xc = &xb[c * w];
+        C* y = yb.data();
+        if (p.beta == 0.75) {  // the usual beta (AlexNet, GoogLeNet): v^-3/4 = 1 / sqrt(v * sqrt(v)), vectorized
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) {
+            const C v = k + scale * y[j];
+            y[j] = xc[j] / std::sqrt(v * std::sqrt(v));
+          }
+        } else if (p.beta == 0.5) {
+#pragma omp simd
+          for (int64_t j = 0; j < w; ++j) y[j] = xc[j] / std::sqrt(k + scale * y[j]);
+        } else {
+          for (int64_t j = 0; j < w; ++j) y[j] = xc[j] * std::pow(k + scale * y[j], nbeta);
         }
         from_compute(yb.data(), w, out + (n * CH + c) * S + j0);
       }

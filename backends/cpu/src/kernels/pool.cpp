@@ -205,6 +205,34 @@ void pool_channels_last(const PoolShape& s, const View& x, T* out, const std::ve
   });
 }
 
+// acc = max(acc, v) (NaN-propagating, the first maximum kept) or acc + v.
+template <class A, bool kMax> inline A combine(A acc, A v) {
+  if constexpr (!kMax) {
+    return acc + v;
+  } else if constexpr (std::is_floating_point_v<A>) {
+    return (v > acc || v != v) ? v : acc;
+  } else {
+    return v > acc ? v : acc;
+  }
+}
+
+// One contiguous input row into the outputs of a strided window: ext holds
+// the row between its paddings (identity outside, set by the caller),
+// reduced[t] combines the kw taps starting at padded position t, in window
+// order, and output ow takes reduced[ow * sw].
+template <class T, class A, bool kMax>
+void reduce_row(const PoolShape& s, const T* in_row, A* ext, A* reduced, int64_t span, A* acc) {
+  for (int64_t iw = 0; iw < s.W; ++iw) ext[s.pl + iw] = static_cast<A>(load(in_row[iw]));
+#pragma omp simd
+  for (int64_t t = 0; t < span; ++t) reduced[t] = ext[t];
+  for (int64_t q = 1; q < s.kw; ++q) {
+    const A* tap = ext + q * s.dw;
+#pragma omp simd
+    for (int64_t t = 0; t < span; ++t) reduced[t] = combine<A, kMax>(reduced[t], tap[t]);
+  }
+  for (int64_t ow = 0; ow < s.OW; ++ow) acc[ow] = combine<A, kMax>(acc[ow], reduced[ow * s.sw]);
+}
+
 template <class T, bool kMax>
 void pool_loops(const PoolShape& s, const View& x, T* out) {
   using A = acc_t<T>;
@@ -227,8 +255,17 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
     pool_channels_last<T, kMax>(s, x, out, wcount);
     return;
   }
+  // Strided windows over contiguous rows: each input row is first reduced
+  // over the kw taps at every position (unit-stride loops that vectorize),
+  // then each output reads one value per row instead of kw strided ones.
+  const bool by_row = sW == 1 && s.sw > 1 && s.kw > 1;
+  const int64_t span = (s.OW - 1) * s.sw + 1;  // positions of the reduced row the outputs read
+  const int64_t ext_len = std::max(span + (s.kw - 1) * s.dw, s.pl + s.W);
+  const A identity = kMax ? (is_floating_v<T> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest())
+                          : A(0);
   parallel_guarded(rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<A> acc(static_cast<size_t>(s.OW));
+    std::vector<A> ext(by_row ? static_cast<size_t>(ext_len) : 0, identity), reduced(by_row ? span : 0);
     for (int64_t row = begin; row < end; ++row) {
       const int64_t oh = row % s.OH, nc = row / s.OH;
       const int64_t n = nc / s.C, c = nc % s.C;
@@ -243,6 +280,10 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
         const int64_t ih = oh * s.sh - s.pt + r * s.dh;
         if (ih < 0 || ih >= s.H) continue;
         const T* in_row = plane + ih * sH;
+        if (by_row) {
+          reduce_row<T, A, kMax>(s, in_row, ext.data(), reduced.data(), span, acc.data());
+          continue;
+        }
         for (int64_t q = 0; q < s.kw; ++q) {
           const int64_t off = q * s.dw - s.pl;
           int64_t b, e;
