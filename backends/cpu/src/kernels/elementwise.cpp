@@ -126,23 +126,6 @@ void run(const Loop& loop, RowFn row, const Params& params, int64_t grain) {
   });
 }
 
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name) {
-  for (int32_t i = 0; i < ctx->num_attributes; ++i) {
-    const cd_attribute* a = ctx->attributes[i];
-    if (a != nullptr && a->name != nullptr && std::strcmp(a->name, name) == 0) return a;
-  }
-  return nullptr;
-}
-
-double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback) {
-  const cd_attribute* a = find_attribute(ctx, name);
-  if (a == nullptr) return fallback;
-  if (a->type == CD_ATTR_FLOAT) return a->value.f;
-  if (a->type == CD_ATTR_INT) return static_cast<double>(a->value.i);
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a float (type %d given)", name,
-       a->type);
-}
-
 void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs, PickFn pick) {
   check_context(ctx, num_inputs, num_inputs, 1, 1);
   std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "chipdock/support/attributes.h"
 #include "chipdock/cd_kernel.h"
 #include "../error.h"
 #include "../memory.h"
@@ -112,13 +113,10 @@ struct Plan {
 using PickFn = Plan (*)(const cd_kernel_context* ctx, const cd_dtype_t* dtypes);
 void enqueue(const cd_kernel_context* ctx, const char* label, int32_t num_inputs, PickFn pick);
 
-// The attribute `name` of the call, or NULL if absent.
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
-
-// The attribute `name` as a number (CD_ATTR_FLOAT or CD_ATTR_INT), or
-// `fallback` when absent (the dispatcher always fills defaults; raw launches
-// may not). Throws INVALID_ARGUMENT for another type.
-double float_attribute(const cd_kernel_context* ctx, const char* name, double fallback);
+// Attributes through the backend kit's typed readers (the dispatcher fills
+// defaults; raw launches may not, hence the fallbacks).
+using chipdock::support::find_attribute;
+using chipdock::support::float_attribute;
 
 // --- dtype groups of the opset (device_api/opset/opset.yaml) ------------------------------
 constexpr cd_dtype_t kFloat[] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE_BFLOAT16,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "chipdock/cd_kernel.h"
+#include "chipdock/support/attributes.h"
 #include "numeric.h"
 #include "tensor.h"
 
@@ -37,25 +38,32 @@ void require_ndim(const HostTensor& t, size_t ndim, const char* what);
 // Attributes. The dispatcher always passes every declared attribute; these
 // fall back to the spec's default when one is absent (raw launches) and
 // throw INVALID_ARGUMENT on a wrong type. `float` attributes accept INT too.
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
-int64_t attr_int(const cd_kernel_context* ctx, const char* name, int64_t fallback);
-double attr_float(const cd_kernel_context* ctx, const char* name, double fallback);
+// They are the backend kit's typed readers (chipdock/support/attributes.h).
+using chipdock::support::find_attribute;
+inline int64_t attr_int(const cd_kernel_context* ctx, const char* name, int64_t fallback) {
+  return chipdock::support::int_attribute(ctx, name, fallback);
+}
+inline double attr_float(const cd_kernel_context* ctx, const char* name, double fallback) {
+  return chipdock::support::float_attribute(ctx, name, fallback);
+}
 // `length` >= 0 demands exactly that many values; absent -> `fallback`.
-std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name, int64_t length,
-                               const std::vector<int64_t>& fallback);
+inline std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name, int64_t length,
+                                      const std::vector<int64_t>& fallback) {
+  if (length < 0) return chipdock::support::ints_attribute(ctx, name, fallback);
+  return chipdock::support::ints_attribute(ctx, name, fallback, static_cast<size_t>(length));
+}
 
 // The sliding window of conv2d, conv_transpose2d and the pools: strides,
 // padding (top, left, bottom, right) and dilation.
-struct Window2d {
-  int64_t sh = 1, sw = 1, dh = 1, dw = 1;
-  int64_t pt = 0, pl = 0, pb = 0, pr = 0;
-};
+using Window2d = chipdock::support::Window2d;
 
 // Reads `stride` (default `default_stride`), `padding` and, when
 // `with_dilation`, `dilation`; strides and dilations must be >= 1, padding
 // >= 0 (INVALID_ARGUMENT otherwise).
-Window2d window_attributes(const cd_kernel_context* ctx, const std::vector<int64_t>& default_stride,
-                           bool with_dilation);
+inline Window2d window_attributes(const cd_kernel_context* ctx, const std::vector<int64_t>& default_stride,
+                                  bool with_dilation) {
+  return chipdock::support::window2d_attributes(ctx, default_stride, with_dilation);
+}
 
 // ------------------------------------------------------------------ views --
 

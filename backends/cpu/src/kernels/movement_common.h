@@ -22,6 +22,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "chipdock/support/attributes.h"
 #include "../error.h"
 #include "../stream.h"
 #include "kernels.h"
@@ -52,12 +53,23 @@ HostTensor output_tensor(const cd_kernel_context* ctx, int32_t i);
 std::shared_ptr<Stream> kernel_stream(const cd_kernel_context* ctx);
 
 // --- attributes (all required: the dispatcher fills defaults) ---------------------
-const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name);
-int64_t int_attr(const cd_kernel_context* ctx, const char* name);
-double float_attr(const cd_kernel_context* ctx, const char* name);  // FLOAT or INT
-std::string string_attr(const cd_kernel_context* ctx, const char* name);
-std::vector<int64_t> ints_attr(const cd_kernel_context* ctx, const char* name);
-std::vector<double> floats_attr(const cd_kernel_context* ctx, const char* name);  // or INTS
+// The backend kit's typed readers (chipdock/support/attributes.h).
+using chipdock::support::find_attribute;
+inline int64_t int_attr(const cd_kernel_context* ctx, const char* name) {
+  return chipdock::support::int_attribute(ctx, name);
+}
+inline double float_attr(const cd_kernel_context* ctx, const char* name) {  // FLOAT or INT
+  return chipdock::support::float_attribute(ctx, name);
+}
+inline std::string string_attr(const cd_kernel_context* ctx, const char* name) {
+  return chipdock::support::string_attribute(ctx, name);
+}
+inline std::vector<int64_t> ints_attr(const cd_kernel_context* ctx, const char* name) {
+  return chipdock::support::ints_attribute(ctx, name);
+}
+inline std::vector<double> floats_attr(const cd_kernel_context* ctx, const char* name) {  // or INTS
+  return chipdock::support::floats_attribute(ctx, name);
+}
 // An axis attribute, normalized by the dispatcher: 0 <= axis < ndim.
 int64_t axis_attr(const cd_kernel_context* ctx, const char* name, size_t ndim);
 

@@ -34,6 +34,7 @@
 #define CD_RED_X86 0
 #endif
 
+#include "chipdock/support/attributes.h"
 #include "../error.h"
 #include "../stream.h"
 #include "kernels.h"
@@ -173,49 +174,27 @@ inline void check_context(const cd_kernel_context* ctx, int32_t min_inputs, int3
   ::chipdock_cpu::check_context(ctx, min_inputs, max_inputs, num_outputs, num_outputs);
 }
 
+// Attributes, all required (the dispatcher fills defaults): the backend kit's
+// typed readers (chipdock/support/attributes.h).
 inline const cd_attribute* find_attribute(const cd_kernel_context* ctx, const char* name) {
-  for (int32_t i = 0; i < ctx->num_attributes; ++i) {
-    const cd_attribute* a = ctx->attributes[i];
-    if (a != nullptr && a->name != nullptr && std::strcmp(a->name, name) == 0) return a;
-  }
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' is missing", name);
+  return &chipdock::support::required_attribute(ctx, name);
 }
 
 inline int64_t attr_int(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = find_attribute(ctx, name);
-  if (a->type != CD_ATTR_INT) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be an int (type %d)", name, a->type);
-  }
-  return a->value.i;
+  return chipdock::support::int_attribute(ctx, name);
 }
 
 inline bool attr_bool(const cd_kernel_context* ctx, const char* name) {
-  const int64_t v = attr_int(ctx, name);
-  if (v != 0 && v != 1) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be 0 or 1, got %lld", name,
-         static_cast<long long>(v));
-  }
-  return v != 0;
+  return chipdock::support::bool_attribute(ctx, name);
 }
 
 // A float attribute (an int is accepted too).
 inline double attr_float(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = find_attribute(ctx, name);
-  if (a->type == CD_ATTR_FLOAT) return a->value.f;
-  if (a->type == CD_ATTR_INT) return static_cast<double>(a->value.i);
-  fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a float (type %d)", name, a->type);
+  return chipdock::support::float_attribute(ctx, name);
 }
 
 inline std::vector<int64_t> attr_ints(const cd_kernel_context* ctx, const char* name) {
-  const cd_attribute* a = find_attribute(ctx, name);
-  if (a->type != CD_ATTR_INTS) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' must be a list of ints (type %d)", name,
-         a->type);
-  }
-  if (a->count < 0 || (a->count > 0 && a->value.ints == nullptr)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' has no values", name);
-  }
-  return std::vector<int64_t>(a->value.ints, a->value.ints + a->count);
+  return chipdock::support::ints_attribute(ctx, name);
 }
 
 inline HostTensor input_tensor(const cd_kernel_context* ctx, int32_t i) {
