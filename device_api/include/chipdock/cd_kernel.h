@@ -63,8 +63,11 @@ typedef struct cd_tensor_view {
  * once the work enqueued before the call has run. A kernel may keep data
  * derived from such an input, e.g. weights reordered into its own blocked
  * layout, keyed by (storage_id, version, byte_offset, shape, strides,
- * dtype), and reuse it on later calls instead of deriving it again. Like
- * the view, the struct is valid only during the call. */
+ * dtype), and reuse it on later calls instead of deriving it again.
+ * Ownership: the core's, read-only to the kernel and, like the view, valid
+ * only during the call (copy the two numbers, never the pointer). Such a
+ * cache is the plugin's to bound and to guard: kernels may run on several
+ * threads at once. */
 typedef struct cd_tensor_version {
   size_t struct_size;
   cd_extension* next;

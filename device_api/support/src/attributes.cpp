@@ -88,6 +88,19 @@ std::string string_attribute(const cd_kernel_context* ctx, const char* name) {
   return a.value.s;
 }
 
+size_t choice_attribute(const cd_kernel_context* ctx, const char* name,
+                        std::initializer_list<const char*> choices) {
+  if (find_attribute(ctx, name) == nullptr) return 0;
+  const std::string value = string_attribute(ctx, name);
+  std::string listed;
+  size_t index = 0;
+  for (const char* c : choices) {
+    if (value == c) return index;
+    listed += (index++ ? ", " : "") + std::string(c);
+  }
+  fail(CD_STATUS_INVALID_ARGUMENT, "%s '%s' is not one of %s", name, value.c_str(), listed.c_str());
+}
+
 std::vector<int64_t> ints_attribute(const cd_kernel_context* ctx, const char* name) {
   const cd_attribute& a = required_attribute(ctx, name);
   if (a.type != CD_ATTR_INTS) wrong_type(a, "a list of ints");

@@ -116,24 +116,6 @@ ConvShape read_shape(const cd_kernel_context* ctx, const HostTensor& x, const Ho
   return s;
 }
 
-// conv2d_fused's `activation`: none or relu (absent in a raw launch: none).
-bool relu_activation(const cd_kernel_context* ctx) {
-  if (chipdock::support::find_attribute(ctx, "activation") == nullptr) return false;
-  const std::string a = chipdock::support::string_attribute(ctx, "activation");
-  if (a != "none" && a != "relu") {
-    fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
-  }
-  return a == "relu";
-}
-
-// conv2d_fused's `layout`: nchw or nhwc (absent in a raw launch: nchw).
-bool channels_last_output(const cd_kernel_context* ctx) {
-  if (chipdock::support::find_attribute(ctx, "layout") == nullptr) return false;
-  const std::string l = chipdock::support::string_attribute(ctx, "layout");
-  if (l != "nchw" && l != "nhwc") fail(CD_STATUS_INVALID_ARGUMENT, "layout '%s' is not one of nchw, nhwc", l.c_str());
-  return l == "nhwc";
-}
-
 // A 4-d (N, H, W, C) tensor's shape and strides seen as (N, C, H, W).
 HostTensor nchw_view(HostTensor t) {
   t.shape = {t.shape[0], t.shape[3], t.shape[1], t.shape[2]};
@@ -167,6 +149,7 @@ struct ConvPrimitive {
   bool r_src = false, r_wei = false, r_dst = false;
   dnnl::reorder src_reorder, wei_reorder, dst_reorder;
   dnnl::memory::desc src_scratch, wei_scratch, dst_scratch;
+  std::string wei_layout;       // the packed cache's name for wei_md over these weights
   dnnl::memory::desc user_res;  // conv2d_fused's residual, reordered into dst_md first
   dnnl::reorder res_reorder;
   dnnl::memory::desc res_scratch;
@@ -293,7 +276,13 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
     e->r_wei = e->wei_md != e->user_wei;
     e->r_dst = e->dst_md != e->user_dst;
     if (e->r_src) e->src_reorder = make_reorder(e->user_src, e->src_md, e->src_scratch);
-    if (e->r_wei) e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
+    if (e->r_wei) {
+      e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
+      onednn::Key layout("conv-weights");
+      layout.add(static_cast<int64_t>(w.dtype)).add(w.shape).add(w.strides);
+      layout.add(std::vector<int64_t>{s.G, s.transposed});
+      e->wei_layout = layout.str() + onednn::describe(e->wei_md);
+    }
     if (e->r_dst) e->dst_reorder = make_reorder(e->dst_md, e->user_dst, e->dst_scratch);
     if (residual != nullptr) {
       e->user_res = onednn::strided_desc(residual->shape, residual->strides, dt);
@@ -320,11 +309,7 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
     };
     void* reordered = nullptr;
     if (wsrc != nullptr) {
-      onednn::Key layout("conv-weights");
-      layout.add(static_cast<int64_t>(w.dtype)).add(w.shape).add(w.strides);
-      layout.add(std::vector<int64_t>{s.G, s.transposed});
-      packed = packed_cache::get(*wsrc, layout.str() + onednn::describe(entry->wei_md),
-                                 entry->wei_md.get_size(), reorder_into);
+      packed = packed_cache::get(*wsrc, entry->wei_layout, entry->wei_md.get_size(), reorder_into);
       reordered = packed->data();
     } else {
       wbuf.allocate(entry->wei_md.get_size());
@@ -653,12 +638,12 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
   for (int32_t i = 0; i < ctx->num_inputs; ++i) in.push_back(input(ctx, i));
   HostTensor out = output(ctx);
   check_same_dtype(in, out);
-  const bool nhwc = fused && channels_last_output(ctx);
+  const bool nhwc = fused && chipdock::support::choice_attribute(ctx, "layout", {"nchw", "nhwc"}) == 1;
   if (nhwc) require_ndim(out, 4, "the output");
   ConvShape s = read_shape(ctx, in[0], in[1], in.size() >= 3 ? &in[2] : nullptr,
                            nhwc ? nchw_view(out) : out, transposed);
   if (fused) {
-    s.epilogue.relu = relu_activation(ctx);
+    s.epilogue.relu = chipdock::support::choice_attribute(ctx, "activation", {"none", "relu"}) == 1;
     s.epilogue.nhwc = nhwc;
     s.epilogue.residual = in.size() == 4;
     if (s.epilogue.residual) check_residual(in[3], out);

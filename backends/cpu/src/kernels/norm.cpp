@@ -4,7 +4,6 @@
 // channels per group) and local_response_norm (ONNX LRN across channels).
 // The loops are in norm_ops.h.
 #include <limits>
-#include <string>
 
 #include "chipdock/support/attributes.h"
 #include "reduce_common.h"
@@ -49,14 +48,6 @@ double non_negative(const cd_kernel_context* ctx, const char* name) {
   const double v = attr_float(ctx, name);
   if (!(v >= 0)) fail(CD_STATUS_INVALID_ARGUMENT, "attribute '%s' = %g must be >= 0", name, v);
   return v;
-}
-
-// batch_norm's `activation`: none or relu (absent in a raw launch: none).
-bool relu_activation(const cd_kernel_context* ctx) {
-  if (chipdock::support::find_attribute(ctx, "activation") == nullptr) return false;
-  const std::string a = chipdock::support::string_attribute(ctx, "activation");
-  if (a != "none" && a != "relu") fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
-  return a == "relu";
 }
 
 // x, params of x's dtype, the output like x.
@@ -139,7 +130,7 @@ NormPlan plan_group_norm(const cd_kernel_context* ctx) {
 NormPlan plan_batch_norm(const cd_kernel_context* ctx) {
   NormPlan p = plan_common(ctx, NormOp::batch_norm, 5, 5);
   p.epsilon = non_negative(ctx, "epsilon");
-  p.relu = relu_activation(ctx);
+  p.relu = chipdock::support::choice_attribute(ctx, "activation", {"none", "relu"}) == 1;
   plan_nc(p, "batch_norm");
   require_channels(p, 0, 4);
   p.row_channels = p.spatial < 16;

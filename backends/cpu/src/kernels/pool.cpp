@@ -136,6 +136,14 @@ void sum_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, i
 template <class T>
 using acc_t = std::conditional_t<is_floating_v<T>, compute_t<T>, T>;
 
+// What a window starts from: -inf (the lowest integer) for max, 0 for the sum.
+template <class T, bool kMax> constexpr acc_t<T> pool_identity() {
+  using A = acc_t<T>;
+  if constexpr (!kMax) return A(0);
+  if constexpr (is_floating_v<T>) return -std::numeric_limits<A>::infinity();
+  return std::numeric_limits<A>::lowest();
+}
+
 // acc = max(acc, row) or acc += row over `n` contiguous values.
 template <class T, class A, bool kMax>
 inline void accumulate_contiguous(A* acc, const T* row, int64_t n) {
@@ -167,12 +175,7 @@ void pool_channels_last(const PoolShape& s, const View& x, T* out, const std::ve
     for (int64_t row = begin; row < end; ++row) {
       const int64_t n = row / s.OH, oh = row % s.OH;
       const int64_t hs = oh * s.sh - s.pt;
-      if constexpr (kMax) {
-        std::fill(acc.begin(), acc.end(), is_floating_v<T> ? -std::numeric_limits<A>::infinity()
-                                                            : std::numeric_limits<A>::lowest());
-      } else {
-        std::fill(acc.begin(), acc.end(), A(0));
-      }
+      std::fill(acc.begin(), acc.end(), pool_identity<T, kMax>());
       for (int64_t ow = 0; ow < s.OW; ++ow) {
         A* pixel = acc.data() + ow * s.C;
         for (int64_t r = 0; r < s.kh; ++r) {
@@ -261,8 +264,7 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
   const bool by_row = sW == 1 && s.sw > 1 && s.kw > 1;
   const int64_t span = (s.OW - 1) * s.sw + 1;  // positions of the reduced row the outputs read
   const int64_t ext_len = std::max(span + (s.kw - 1) * s.dw, s.pl + s.W);
-  const A identity = kMax ? (is_floating_v<T> ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::lowest())
-                          : A(0);
+  const A identity = pool_identity<T, kMax>();
   parallel_guarded(rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<A> acc(static_cast<size_t>(s.OW));
     std::vector<A> ext(by_row ? static_cast<size_t>(ext_len) : 0, identity), reduced(by_row ? span : 0);
@@ -270,12 +272,7 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
       const int64_t oh = row % s.OH, nc = row / s.OH;
       const int64_t n = nc / s.C, c = nc % s.C;
       const T* plane = X + n * sN + c * sC;
-      if constexpr (kMax) {
-        std::fill(acc.begin(), acc.end(), is_floating_v<T> ? -std::numeric_limits<A>::infinity()
-                                                            : std::numeric_limits<A>::lowest());
-      } else {
-        std::fill(acc.begin(), acc.end(), A(0));
-      }
+      std::fill(acc.begin(), acc.end(), pool_identity<T, kMax>());
       for (int64_t r = 0; r < s.kh; ++r) {
         const int64_t ih = oh * s.sh - s.pt + r * s.dh;
         if (ih < 0 || ih >= s.H) continue;

@@ -22,7 +22,6 @@
 // a chunk one cuBLASLt call batches over the images (or over the groups,
 // when there are more groups than images).
 #include <memory>
-#include <string>
 #include <utility>
 
 #include "blas.cuh"
@@ -330,15 +329,6 @@ void conv_transposed(int32_t device, cudaStream_t stream, const ConvShape& s, Te
   }
 }
 
-// conv2d_fused's `activation` (none / relu) and `layout` (nchw / nhwc);
-// absent in a raw launch: none, nchw.
-bool string_choice(const cd_kernel_context* ctx, const char* name, const char* off, const char* on) {
-  if (chipdock::support::find_attribute(ctx, name) == nullptr) return false;
-  const std::string v = chipdock::support::string_attribute(ctx, name);
-  if (v != off && v != on) fail(CD_STATUS_INVALID_ARGUMENT, "%s '%s' is not one of %s, %s", name, v.c_str(), off, on);
-  return v == on;
-}
-
 enum class ConvKind { plain, fused, transposed };
 
 void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
@@ -351,8 +341,8 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
   if (with_bias) bias = blas::input(ctx, 2);
   Epilogue epi{};
   if (fused) {
-    epi.relu = string_choice(ctx, "activation", "none", "relu");
-    epi.nhwc = string_choice(ctx, "layout", "nchw", "nhwc");
+    epi.relu = chipdock::support::choice_attribute(ctx, "activation", {"none", "relu"}) == 1;
+    epi.nhwc = chipdock::support::choice_attribute(ctx, "layout", {"nchw", "nhwc"}) == 1;
     epi.residual = ctx->num_inputs == 4;
     blas::require_ndim(out, 4, "the output");
     if (epi.residual) {

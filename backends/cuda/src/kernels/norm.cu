@@ -13,7 +13,6 @@
 // batch_norm and local_response_norm are elementwise: one thread per output.
 // The formulas and the float64 1/sqrt(var + epsilon) are the CPU
 // reference's (norm_ops.h).
-#include <string>
 #include <type_traits>
 
 #include "reduce.cuh"
@@ -390,12 +389,7 @@ void enqueue_batch_norm(const cd_kernel_context* ctx) {
   const std::vector<Tensor> t = operands(ctx, out);
   require_nc(t, "batch_norm");
   const double eps = non_negative(ctx, "epsilon");
-  bool relu = false;
-  if (chipdock::support::find_attribute(ctx, "activation") != nullptr) {
-    const std::string a = chipdock::support::string_attribute(ctx, "activation");
-    if (a != "none" && a != "relu") fail(CD_STATUS_INVALID_ARGUMENT, "activation '%s' is not one of none, relu", a.c_str());
-    relu = a == "relu";
-  }
+  const bool relu = chipdock::support::choice_attribute(ctx, "activation", {"none", "relu"}) == 1;
   if (out.numel == 0) return;
   NcPlan p = plan_nc(t[0]);
   p.epsilon = eps;

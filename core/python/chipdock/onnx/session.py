@@ -405,11 +405,7 @@ class Session:
             return False
         bn.relu = True
         bn.fn = functools.partial(ops.batch_norm, **bn.fn.keywords, activation="relu")
-        out = step.info.outputs[0]
-        del self._producer[bn.info.outputs[0]]
-        bn.info = NodeInfo(f"{bn.info.name}+{step.info.name}", bn.info.op_type, bn.info.inputs, (out,))
-        bn.outs = [self._slot(out)]
-        self._producer[out] = bn
+        self._absorb(bn, step, bn.info.inputs)
         return True
 
     def _make_fused(self, conv: _Step, step: _Step, residual: int, residual_name: str) -> None:
@@ -421,12 +417,7 @@ class Session:
         self._as_fused(conv)
         conv.ins[3] = residual
         names = conv.info.inputs[:3]
-        out = step.info.outputs[0]
-        del self._producer[conv.info.outputs[0]]
-        conv.info = NodeInfo(f"{conv.info.name}+{step.info.name}", "Conv",
-                             (*names, residual_name) if residual else names, (out,))
-        conv.outs = [self._slot(out)]
-        self._producer[out] = conv
+        self._absorb(conv, step, (*names, residual_name) if residual else names)
         self._steps.remove(conv)
         self._steps.append(conv)
 
@@ -544,11 +535,7 @@ class Session:
                 self._set_const(key, value.contiguous())
                 bn.ins[pos] = self._slots[key]
                 names[pos] = key
-            out = step.info.outputs[0]
-            del self._producer[bn.info.outputs[0]]
-            bn.info = NodeInfo(f"{base}+{step.info.name}", bn.info.op_type, tuple(names), (out,))
-            bn.outs = [self._slot(out)]
-            self._producer[out] = bn
+            self._absorb(bn, step, tuple(names))
             return True
         return False
 
@@ -579,12 +566,18 @@ class Session:
             self._set_const(b_key, bias.contiguous())
             ins.append(self._slots[b_key])
             names.append(b_key)
-        out = step.info.outputs[0]
-        del self._producer[conv.info.outputs[0]]
-        conv.info = NodeInfo(f"{base}+{step.info.name}", "Conv", tuple(names), (out,))
-        conv.ins, conv.outs = ins, [self._slot(out)]
-        self._producer[out] = conv
+        conv.ins = ins
+        self._absorb(conv, step, tuple(names))
         return True
+
+    def _absorb(self, target: _Step, step: _Step, inputs: tuple[str, ...]) -> None:
+        """``target`` now also does ``step``'s work: it reads ``inputs``, writes ``step``'s output, and is
+        named after both (``conv+bn``), as every fold and fusion of the planner leaves it."""
+        out = step.info.outputs[0]
+        del self._producer[target.info.outputs[0]]
+        target.info = NodeInfo(f"{target.info.name}+{step.info.name}", target.info.op_type, tuple(inputs), (out,))
+        target.outs = [self._slot(out)]
+        self._producer[out] = target
 
     def _finish(self) -> None:
         """Liveness: each step drops the values it was the last to read (graph outputs are kept)."""

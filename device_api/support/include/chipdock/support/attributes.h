@@ -10,7 +10,9 @@
 #ifndef CHIPDOCK_SUPPORT_ATTRIBUTES_H_
 #define CHIPDOCK_SUPPORT_ATTRIBUTES_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,12 @@ double float_attribute(const cd_kernel_context* ctx, const char* name, double fa
 
 // CD_ATTR_STRING.
 std::string string_attribute(const cd_kernel_context* ctx, const char* name);
+
+// CD_ATTR_STRING naming one of `choices` (the opset's `choices:`): its index,
+// 0 (the first choice, the default) when absent; any other string throws,
+// listing the choices.
+size_t choice_attribute(const cd_kernel_context* ctx, const char* name,
+                        std::initializer_list<const char*> choices);
 
 // CD_ATTR_INTS (any length, 0 included).
 std::vector<int64_t> ints_attribute(const cd_kernel_context* ctx, const char* name);
