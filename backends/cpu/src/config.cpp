@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "error.h"
+#include "kernels/isa.h"
 
 namespace chipdock_cpu {
 namespace {
@@ -78,6 +79,7 @@ void read_isa(Config& c) {
   const char* env = std::getenv("CHIPDOCK_CPU_ISA");
   if (env == nullptr) return;
   const std::string v = lower(env);
+  c.isa_cap_text = std::string("CHIPDOCK_CPU_ISA=") + env;
   if (v == "baseline") {
     c.isa_cap = Isa::baseline;
   } else if (v == "avx2") {
@@ -86,6 +88,33 @@ void read_isa(Config& c) {
     c.isa_cap = Isa::avx512;
   } else if (!(v.empty() || v == "auto")) {
     c.problem = format("CHIPDOCK_CPU_ISA='%s' is not one of baseline/avx2/avx512/auto", env);
+  }
+}
+
+void read_hidden_features(Config& c) {
+  const char* env = std::getenv("CHIPDOCK_CPU_HIDE_FEATURES");
+  if (env == nullptr || *env == '\0') return;
+  CpuFeatures probe;
+  std::string bad;
+  if (!hide_features(probe, env, &bad)) {
+    c.problem = format("CHIPDOCK_CPU_HIDE_FEATURES='%s' names an unknown feature '%s' (known: sse4.1, "
+                       "avx, avx2, fma, f16c, bmi2, avx512, avx512f, avx512bw, avx512vl, avx512dq, "
+                       "avx512_vnni, avx512_bf16, amx)", env, bad.c_str());
+    return;
+  }
+  c.hidden_features = env;
+}
+
+void read_bf16(Config& c) {
+  const char* env = std::getenv("CHIPDOCK_CPU_BF16");
+  if (env == nullptr) return;
+  const std::string v = lower(env);
+  if (v == "float32") {
+    c.bf16 = Config::Bf16::float32;
+  } else if (v == "native") {
+    c.bf16 = Config::Bf16::native;
+  } else if (!(v.empty() || v == "auto")) {
+    c.problem = format("CHIPDOCK_CPU_BF16='%s' is not one of auto/float32/native", env);
   }
 }
 
@@ -103,6 +132,8 @@ Config load() {
   read_memory_limit(c);
   read_strict(c);
   read_isa(c);
+  read_hidden_features(c);
+  read_bf16(c);
   read_packed_cache(c);
   if (!c.problem.empty()) c.device_count = 0;
   return c;

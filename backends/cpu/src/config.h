@@ -6,9 +6,23 @@
 //                              (powers of 1024); default: physical RAM
 //   CHIPDOCK_CPU_STRICT        1/true/yes/on: device pointers are not host
 //                              addresses (see memory.h); default off
-//   CHIPDOCK_CPU_ISA           the highest instruction set kernels may use:
-//                              baseline, avx2, avx512 or auto (default: what
-//                              the CPU supports; see kernels/isa.h)
+//   CHIPDOCK_CPU_ISA           the highest instruction set kernels and
+//                              oneDNN may use: baseline, avx2, avx512 or auto
+//                              (default: what the CPU supports). A level above
+//                              the CPU's is clamped to it, with a warning in
+//                              the core's log (kernels/isa.h)
+//   CHIPDOCK_CPU_HIDE_FEATURES for tests: act as if the CPU lacked these
+//                              features (comma-separated, e.g. avx512f,f16c;
+//                              kernels/isa.h lists the names). It only ever
+//                              removes a feature, never adds one
+//   CHIPDOCK_CPU_BF16          how bfloat16 matmul, gemm, convolutions and
+//                              average pools run: auto (default: oneDNN's
+//                              bfloat16 primitives where it has fast ones,
+//                              else through float32), float32 (always
+//                              through float32) or native (always oneDNN's
+//                              bfloat16; where it has none, a matmul or gemm
+//                              call fails and says why, a convolution runs
+//                              the direct loops)
 //   CHIPDOCK_CPU_PACKED_CACHE  bytes of weights kept reordered into oneDNN's
 //                              blocked layouts across calls, K/M/G/T suffix;
 //                              0 turns the cache off (default 512M; see
@@ -35,6 +49,9 @@ struct Config {
   const char* memory_limit_source = "physical RAM";  // for messages
   bool strict = false;
   Isa isa_cap = Isa::best;    // CHIPDOCK_CPU_ISA; `best` caps nothing
+  std::string isa_cap_text;   // its text, for messages
+  std::string hidden_features;  // CHIPDOCK_CPU_HIDE_FEATURES
+  enum class Bf16 : int32_t { automatic, float32, native } bf16 = Bf16::automatic;  // CHIPDOCK_CPU_BF16
   uint64_t packed_cache_bytes = uint64_t{512} << 20;  // CHIPDOCK_CPU_PACKED_CACHE
   std::string problem;        // non-empty: the environment was invalid
 };

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "error.h"
+#include "kernels/isa.h"
 #include "stream.h"
 
 namespace chipdock_cpu {
@@ -44,17 +45,12 @@ std::string cpu_model() {
   return machine();
 }
 
-// uname -m plus the widest vector extension the compiler can test for.
+// uname -m plus the instruction-set level the kernels run at
+// (kernels/isa.h: what the CPU offers, capped by CHIPDOCK_CPU_ISA).
 std::string architecture() {
   std::string arch = machine();
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) {
-    arch += "-avx512f";
-  } else if (__builtin_cpu_supports("avx2")) {
-    arch += "-avx2";
-  }
-#endif
+  const Isa level = isa_choice().kernel_level;
+  if (level != Isa::baseline) arch += std::string("-") + isa_name(level);
   return arch;
 }
 

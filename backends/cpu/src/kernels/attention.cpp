@@ -23,6 +23,7 @@
 #include "../stream.h"
 #include "kernels.h"
 #include "linalg_common.h"
+#include "isa.h"
 #include "numeric.h"
 
 namespace chipdock_cpu {
@@ -58,8 +59,7 @@ __attribute__((always_inline)) inline float exp_f32(float x) {
 
 // s[0:n] (raw q.k) -> probabilities in place: scale, add the mask row
 // (stride ms; NULL for none), keep the first `valid` keys (causal), zero the rest.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void softmax_row(float* __restrict s, int64_t n, int64_t valid, float scale,
+CD_ALWAYS_INLINE void softmax_row_impl(float* __restrict s, int64_t n, int64_t valid, float scale,
                  const float* __restrict mask, int64_t ms) {
   float m = -std::numeric_limits<float>::infinity();
   if (mask != nullptr) {
@@ -97,6 +97,9 @@ void softmax_row(float* __restrict s, int64_t n, int64_t valid, float scale,
   for (int64_t j = 0; j < valid; ++j) s[j] *= inv;
   for (int64_t j = valid; j < n; ++j) s[j] = 0.0f;
 }
+CD_ISA_BUILDS(void, softmax_row,
+              (float* __restrict s, int64_t n, int64_t valid, float scale, const float* __restrict mask, int64_t ms),
+              (s, n, valid, scale, mask, ms))
 
 struct Operand {
   View view;                      // matrix dims last

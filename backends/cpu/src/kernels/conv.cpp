@@ -17,8 +17,12 @@
 // layouts ("any") and reorders convert from and to the caller's NCHW
 // strided tensors; primitives and reorders are cached by problem, and
 // weights the core marks with a version (cd_tensor_version) stay reordered
-// across calls in the packed cache (packed_cache.h). float16
-// is computed in float32 and rounded once; float64 uses direct loops.
+// across calls in the packed cache (packed_cache.h). float16, and bfloat16
+// where oneDNN has no bfloat16 convolution (below AVX-512:
+// onednn::routes()), are computed in float32 and rounded once; float64 uses
+// direct loops, as does a problem oneDNN has no implementation for. Which
+// of these runs is decided when the kernel is called (plan_conv), where the
+// primitive is made.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -29,6 +33,7 @@
 #include "chipdock/support/attributes.h"
 #include "../error.h"
 #include "../stream.h"
+#include "isa.h"
 #include "kernels.h"
 #include "linalg_common.h"
 #include "numeric.h"
@@ -177,53 +182,47 @@ dnnl::memory::desc user_weights(const ConvShape& s, const View& w, cd_dtype_t dt
   return onednn::strided_desc({s.G, kg, cg, s.R, s.S}, {cg * s0, s1, s0, s2, s3}, dt);
 }
 
-// out (strided user view) = conv(x, w) + bias, in float32 or bfloat16.
-// `bias` is float32 contiguous or NULL. For a transposed conv whose
-// output_padding exceeds the bottom/right padding, `oh`/`ow` are the
-// extents oneDNN produces (the rest of the output gets bias only).
-// `wsrc`: where the weights come from when the core versions them (their
-// reordered copy is then cached), else NULL. `residual`: conv2d_fused's, in
-// dtype `dt` with positive strides, when s.epilogue.residual.
-bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w, const float* bias,
-                 char* out, const std::vector<int64_t>& out_strides, int64_t oh, int64_t ow,
-                 const packed_cache::Source* wsrc, const View* residual) {
-  const double flops = 2.0 * static_cast<double>(s.N * s.K) * static_cast<double>(s.C / s.G) *
-                       static_cast<double>(s.R * s.S) *
-                       static_cast<double>(s.transposed ? s.H * s.W : oh * ow);
-  const bool single = flops < onednn::kSmallWork;
-  onednn::ThreadScope threads(single);
+// The oneDNN primitive for a convolution in float32 or bfloat16 (cached by
+// problem; ok == false when oneDNN has no implementation). `x`, `w` and
+// `residual` are the layouts oneDNN will read (data unused); `out_strides`
+// the output's. For a transposed conv whose output_padding exceeds the
+// bottom/right padding, `oh`/`ow` are the extents oneDNN produces (the rest
+// of the output gets bias only). `single`: built for one thread.
+std::shared_ptr<const ConvPrimitive> conv_primitive(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w,
+                                                    bool has_bias, const std::vector<int64_t>& out_strides,
+                                                    int64_t oh, int64_t ow, const View* residual, bool single) {
   onednn::Key key(s.transposed ? "deconv" : "conv");
   key.add(static_cast<int64_t>(dt)).add(x.shape).add(x.strides).add(w.shape).add(w.strides);
   key.add(std::vector<int64_t>{s.K, oh, ow, s.R, s.S, s.G, s.sh, s.sw, s.dh, s.dw, s.pt, s.pl, s.pb,
-                               s.pr, s.oph, s.opw, bias != nullptr});
+                               s.pr, s.oph, s.opw, has_bias});
   key.add(out_strides).add(static_cast<int64_t>(single));
   key.add(std::vector<int64_t>{s.epilogue.residual, s.epilogue.relu});
   if (residual != nullptr) key.add(residual->strides);
-  auto entry = onednn::cached_as<ConvPrimitive>(key, [&] {
+  return onednn::cached_as<ConvPrimitive>(key, [&] {
     auto e = std::make_shared<ConvPrimitive>();
     using tag = dnnl::memory::format_tag;
-    const auto ddt = onednn::to_dnnl(dt);
-    e->user_src = onednn::strided_desc(x.shape, x.strides, dt);
-    e->user_wei = user_weights(s, w, dt);
-    e->user_dst = onednn::strided_desc({s.N, s.K, oh, ow}, out_strides, dt);
-    const dnnl::memory::desc src_any({s.N, s.C, s.H, s.W}, ddt, tag::any);
-    const dnnl::memory::desc dst_any({s.N, s.K, oh, ow}, ddt, tag::any);
-    const dnnl::memory::desc wei_any(e->user_wei.dims(), ddt, tag::any);
-    const dnnl::memory::desc bias_md = bias != nullptr
-        ? dnnl::memory::desc({s.K}, dnnl::memory::data_type::f32, tag::a)
-        : dnnl::memory::desc();
-    const dnnl::memory::dims strides{s.sh, s.sw}, dil{s.dh - 1, s.dw - 1};
-    const dnnl::memory::dims pad_l{s.pt, s.pl};
-    dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
-    if (s.epilogue.any()) {
-      // The residual is placed in the destination first; sum adds the
-      // convolution to it, then the activation runs on the total.
-      dnnl::post_ops ops;
-      if (s.epilogue.residual) ops.append_sum(1.0f);
-      if (s.epilogue.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-      attr.set_post_ops(ops);
-    }
     try {
+      const auto ddt = onednn::to_dnnl(dt);
+      e->user_src = onednn::strided_desc(x.shape, x.strides, dt);
+      e->user_wei = user_weights(s, w, dt);
+      e->user_dst = onednn::strided_desc({s.N, s.K, oh, ow}, out_strides, dt);
+      const dnnl::memory::desc src_any({s.N, s.C, s.H, s.W}, ddt, tag::any);
+      const dnnl::memory::desc dst_any({s.N, s.K, oh, ow}, ddt, tag::any);
+      const dnnl::memory::desc wei_any(e->user_wei.dims(), ddt, tag::any);
+      const dnnl::memory::desc bias_md = has_bias
+          ? dnnl::memory::desc({s.K}, dnnl::memory::data_type::f32, tag::a)
+          : dnnl::memory::desc();
+      const dnnl::memory::dims strides{s.sh, s.sw}, dil{s.dh - 1, s.dw - 1};
+      const dnnl::memory::dims pad_l{s.pt, s.pl};
+      dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
+      if (s.epilogue.any()) {
+        // The residual is placed in the destination first; sum adds the
+        // convolution to it, then the activation runs on the total.
+        dnnl::post_ops ops;
+        if (s.epilogue.residual) ops.append_sum(1.0f);
+        if (s.epilogue.relu) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+        attr.set_post_ops(ops);
+      }
       if (!s.transposed) {
         const dnnl::memory::dims pad_r{s.pb, s.pr};
         auto make = [&](const dnnl::memory::desc& src) {
@@ -268,81 +267,88 @@ bool onednn_conv(const ConvShape& s, cd_dtype_t dt, const View& x, const View& w
         e->scratch_md = pd.scratchpad_desc();
         e->conv = dnnl::deconvolution_forward(pd);
       }
+      e->r_src = e->src_md != e->user_src;
+      e->r_wei = e->wei_md != e->user_wei;
+      e->r_dst = e->dst_md != e->user_dst;
+      if (e->r_src) e->src_reorder = make_reorder(e->user_src, e->src_md, e->src_scratch);
+      if (e->r_wei) {
+        e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
+        onednn::Key layout("conv-weights");
+        layout.add(static_cast<int64_t>(w.dtype)).add(w.shape).add(w.strides);
+        layout.add(std::vector<int64_t>{s.G, s.transposed});
+        e->wei_layout = layout.str() + onednn::describe(e->wei_md);
+      }
+      if (e->r_dst) e->dst_reorder = make_reorder(e->dst_md, e->user_dst, e->dst_scratch);
+      if (residual != nullptr) {
+        e->user_res = onednn::strided_desc(residual->shape, residual->strides, dt);
+        e->res_reorder = make_reorder(e->user_res, e->dst_md, e->res_scratch);
+      }
     } catch (const dnnl::error&) {
+      // No implementation (or no reorder) for this problem: the direct
+      // loops run it (decided once per problem, when the kernel is called).
       e->ok = false;
-      return e;
-    }
-    e->r_src = e->src_md != e->user_src;
-    e->r_wei = e->wei_md != e->user_wei;
-    e->r_dst = e->dst_md != e->user_dst;
-    if (e->r_src) e->src_reorder = make_reorder(e->user_src, e->src_md, e->src_scratch);
-    if (e->r_wei) {
-      e->wei_reorder = make_reorder(e->user_wei, e->wei_md, e->wei_scratch);
-      onednn::Key layout("conv-weights");
-      layout.add(static_cast<int64_t>(w.dtype)).add(w.shape).add(w.strides);
-      layout.add(std::vector<int64_t>{s.G, s.transposed});
-      e->wei_layout = layout.str() + onednn::describe(e->wei_md);
-    }
-    if (e->r_dst) e->dst_reorder = make_reorder(e->dst_md, e->user_dst, e->dst_scratch);
-    if (residual != nullptr) {
-      e->user_res = onednn::strided_desc(residual->shape, residual->strides, dt);
-      e->res_reorder = make_reorder(e->user_res, e->dst_md, e->res_scratch);
     }
     return e;
   });
-  if (!entry->ok) return false;
+}
+
+// Runs `entry` (ok): out (the user layout) = conv(x, w) + bias (float32,
+// contiguous, or NULL), with conv2d_fused's residual and activation.
+// `wsrc`: where the weights come from when the core versions them (their
+// reordered copy is then cached), else NULL.
+void execute_conv(const ConvPrimitive& entry, const View& x, const View& w, const float* bias, char* out,
+                  const packed_cache::Source* wsrc, const View* residual) {
   Buffer sbuf, wbuf, dbuf;
-  dnnl::memory src = onednn::wrap(entry->user_src, x.data);
-  dnnl::memory wei = onednn::wrap(entry->user_wei, w.data);
-  dnnl::memory dst = onednn::wrap(entry->user_dst, out);
-  if (entry->r_src) {
-    sbuf.allocate(entry->src_md.get_size());
-    dnnl::memory m = onednn::wrap(entry->src_md, sbuf.data());
-    onednn::execute(entry->src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, m}}, entry->src_scratch);
+  dnnl::memory src = onednn::wrap(entry.user_src, x.data);
+  dnnl::memory wei = onednn::wrap(entry.user_wei, w.data);
+  dnnl::memory dst = onednn::wrap(entry.user_dst, out);
+  if (entry.r_src) {
+    sbuf.allocate(entry.src_md.get_size());
+    dnnl::memory m = onednn::wrap(entry.src_md, sbuf.data());
+    onednn::execute(entry.src_reorder, {{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, m}}, entry.src_scratch);
     src = m;
   }
   std::shared_ptr<const packed_cache::Packed> packed;  // keeps cached weights alive during the call
-  if (entry->r_wei) {
+  if (entry.r_wei) {
     auto reorder_into = [&](void* to) {
-      dnnl::memory m = onednn::wrap(entry->wei_md, to);
-      onednn::execute(entry->wei_reorder, {{DNNL_ARG_FROM, wei}, {DNNL_ARG_TO, m}}, entry->wei_scratch);
+      dnnl::memory m = onednn::wrap(entry.wei_md, to);
+      onednn::execute(entry.wei_reorder, {{DNNL_ARG_FROM, wei}, {DNNL_ARG_TO, m}}, entry.wei_scratch);
     };
     void* reordered = nullptr;
     if (wsrc != nullptr) {
-      packed = packed_cache::get(*wsrc, entry->wei_layout, entry->wei_md.get_size(), reorder_into);
+      packed = packed_cache::get(*wsrc, entry.wei_layout, entry.wei_md.get_size(), reorder_into);
       reordered = packed->data();
     } else {
-      wbuf.allocate(entry->wei_md.get_size());
+      wbuf.allocate(entry.wei_md.get_size());
       reorder_into(wbuf.data());
       reordered = wbuf.data();
     }
-    wei = onednn::wrap(entry->wei_md, reordered);
+    wei = onednn::wrap(entry.wei_md, reordered);
   }
   dnnl::memory conv_dst = dst;
-  if (entry->r_dst) {
-    dbuf.allocate(entry->dst_md.get_size());
-    conv_dst = onednn::wrap(entry->dst_md, dbuf.data());
+  if (entry.r_dst) {
+    dbuf.allocate(entry.dst_md.get_size());
+    conv_dst = onednn::wrap(entry.dst_md, dbuf.data());
   }
   if (residual != nullptr) {
-    onednn::execute(entry->res_reorder,
-                    {{DNNL_ARG_FROM, onednn::wrap(entry->user_res, residual->data)}, {DNNL_ARG_TO, conv_dst}},
-                    entry->res_scratch);
+    onednn::execute(entry.res_reorder,
+                    {{DNNL_ARG_FROM, onednn::wrap(entry.user_res, residual->data)}, {DNNL_ARG_TO, conv_dst}},
+                    entry.res_scratch);
   }
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, conv_dst}};
-  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry->bias_md, bias));
-  onednn::execute(entry->conv, std::move(args), entry->scratch_md);
-  if (entry->r_dst) {
-    onednn::execute(entry->dst_reorder, {{DNNL_ARG_FROM, conv_dst}, {DNNL_ARG_TO, dst}},
-                    entry->dst_scratch);
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, onednn::wrap(entry.bias_md, bias));
+  onednn::execute(entry.conv, std::move(args), entry.scratch_md);
+  if (entry.r_dst) {
+    onednn::execute(entry.dst_reorder, {{DNNL_ARG_FROM, conv_dst}, {DNNL_ARG_TO, dst}}, entry.dst_scratch);
   }
-  return true;
 }
 
 // ------------------------------------------------------------ float64 path --
 
 template <class T>
-inline void axpy_impl(T* __restrict out, const T* __restrict in, int64_t n, int64_t in_stride, T a) {
+CD_ALWAYS_INLINE void axpy_impl(T* __restrict out, const T* __restrict in, int64_t n, int64_t in_stride,
+                                       T a) {
   if (in_stride == 1) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) out[i] += a * in[i];
@@ -351,15 +357,12 @@ inline void axpy_impl(T* __restrict out, const T* __restrict in, int64_t n, int6
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void axpy_strided(double* out, const double* in, int64_t n, int64_t in_stride, double a) {
-  axpy_impl(out, in, n, in_stride, a);
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void axpy_strided(float* out, const float* in, int64_t n, int64_t in_stride, float a) {
-  axpy_impl(out, in, n, in_stride, a);
-}
+// out[0:n] += a * in[0:n*in_stride:in_stride], one build per level (the
+// overloads share axpy_impl).
+CD_ISA_BUILDS(void, axpy, (double* out, const double* in, int64_t n, int64_t in_stride, double a),
+              (out, in, n, in_stride, a))
+CD_ISA_BUILDS(void, axpy, (float* out, const float* in, int64_t n, int64_t in_stride, float a),
+              (out, in, n, in_stride, a))
 
 // First index i in [0, n) with lo <= i*step + off (step > 0), and one past
 // the last with i*step + off < hi.
@@ -396,7 +399,7 @@ void conv_direct(const ConvShape& s, const View& x, const View& w, const View* b
             for (int64_t oh = oh0; oh < oh1; ++oh) {
               const int64_t ih = oh * s.sh - s.pt + r * s.dh;
               const int64_t iw0 = ow0 * s.sw - s.pl + q * s.dw;
-              axpy_strided(o + oh * s.OW + ow0, xp + ih * x.strides[2] + iw0 * x.strides[3],
+              axpy(o + oh * s.OW + ow0, xp + ih * x.strides[2] + iw0 * x.strides[3],
                            ow1 - ow0, s.sw * x.strides[3], wv);
             }
           }
@@ -490,9 +493,6 @@ void apply_epilogue(const ConvShape& s, const Epilogue& e, const View* residual,
   });
 }
 
-bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias, const View* residual,
-                const HostTensor& out, const packed_cache::Source* wsrc);
-
 // (N, H, W, C) seen as (N, C, H, W): the same memory, dims permuted.
 View channels_last_as_nchw(View v) {
   v.shape = {v.shape[0], v.shape[3], v.shape[1], v.shape[2]};
@@ -514,24 +514,126 @@ void nchw_to_nhwc(const ConvShape& s, size_t item, const char* from, char* to) {
   });
 }
 
-// Runs on the stream's worker. `in`: x, weight, then bias and residual when
-// given (s.epilogue.residual says whether the last one is a residual).
-void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out,
+// A convolution's operands as views. `in`: x, weight, then bias and
+// residual when given (s.epilogue.residual says whether the last one is a
+// residual, which layout nhwc presents as (N, K, OH, OW)).
+struct ConvViews {
+  View x, w;
+  std::unique_ptr<View> bias, residual;
+};
+
+ConvViews views_of(const ConvShape& s, const std::vector<HostTensor>& in) {
+  ConvViews v;
+  v.x = to_view(in[0]);
+  v.w = to_view(in[1]);
+  const size_t n_bias = in.size() - (s.epilogue.residual ? 1 : 0);
+  if (n_bias == 3) v.bias = std::make_unique<View>(to_view(in[2]));
+  if (s.epilogue.residual) {
+    const View r = to_view(in.back());
+    v.residual = std::make_unique<View>(s.epilogue.nhwc ? channels_last_as_nchw(r) : r);
+  }
+  return v;
+}
+
+// A convolution that runs through oneDNN, decided when the kernel is called.
+struct ConvJob {
+  cd_dtype_t compute = CD_DTYPE_FLOAT32;  // float32, or bfloat16 where native
+  bool copy_x = false, copy_w = false, copy_res = false;  // dense copies in `compute` first
+  std::vector<int64_t> out_strides;
+  int64_t oh = 0, ow = 0;  // what oneDNN produces (see conv_primitive)
+  bool single = false;
+  std::shared_ptr<const ConvPrimitive> entry;
+};
+
+// The oneDNN job for a float32 / float16 / bfloat16 convolution, or NULL
+// where the direct loops run it (float64, no input channels, or a problem
+// oneDNN has no implementation for). float16, and bfloat16 where oneDNN has
+// no bfloat16 convolution (onednn::routes()), compute in float32.
+std::shared_ptr<const ConvJob> plan_conv(const ConvShape& s, cd_dtype_t dt, const ConvViews& v) {
+  if (dt == CD_DTYPE_FLOAT64 || v.x.numel() == 0 || v.w.numel() == 0) return nullptr;
+  auto job = std::make_shared<ConvJob>();
+  const onednn::Routes& routes = onednn::routes();
+  job->compute = onednn::compute_dtype(dt, s.transposed ? routes.bf16_deconv : routes.bf16_conv);
+  const cd_dtype_t cdt = job->compute;
+  job->copy_x = v.x.dtype != cdt || !positive_strides(v.x);
+  job->copy_w = v.w.dtype != cdt || !positive_strides(v.w);
+  const View x = job->copy_x ? dense_layout(v.x, cdt) : v.x;
+  const View w = job->copy_w ? dense_layout(v.w, cdt) : v.w;
+  View res;
+  if (v.residual) {
+    job->copy_res = v.residual->dtype != cdt || !positive_strides(*v.residual);
+    res = job->copy_res ? dense_layout(*v.residual, cdt) : *v.residual;
+  }
+  job->out_strides = s.epilogue.nhwc ? std::vector<int64_t>{s.OH * s.OW * s.K, 1, s.OW * s.K, s.K}
+                                      : std::vector<int64_t>{s.K * s.OH * s.OW, s.OH * s.OW, s.OW, 1};
+  job->oh = s.OH;
+  job->ow = s.OW;
+  if (s.transposed) {  // rows / columns that only output_padding adds: bias only
+    job->oh -= std::max<int64_t>(s.oph - s.pb, 0);
+    job->ow -= std::max<int64_t>(s.opw - s.pr, 0);
+  }
+  const double flops = 2.0 * static_cast<double>(s.N * s.K) * static_cast<double>(s.C / s.G) *
+                       static_cast<double>(s.R * s.S) *
+                       static_cast<double>(s.transposed ? s.H * s.W : job->oh * job->ow);
+  job->single = flops < onednn::kSmallWork;
+  onednn::ThreadScope threads(job->single);
+  job->entry = conv_primitive(s, cdt, x, w, v.bias != nullptr, job->out_strides, job->oh, job->ow,
+                              v.residual ? &res : nullptr, job->single);
+  if (!job->entry->ok) return nullptr;
+  return job;
+}
+
+// Runs a oneDNN job into `out` (the caller's dtype `dt`).
+void run_onednn(const ConvShape& s, cd_dtype_t dt, const ConvJob& job, const ConvViews& v, const HostTensor& out,
+                const packed_cache::Source* wsrc) {
+  onednn::ThreadScope threads(job.single);
+  const cd_dtype_t cdt = job.compute;
+  Buffer xb, wb, bb, ob, rb;
+  const View x = job.copy_x ? materialize(v.x, cdt, xb) : v.x;
+  const View w = job.copy_w ? materialize(v.w, cdt, wb) : v.w;
+  View res;
+  if (v.residual) res = job.copy_res ? materialize(*v.residual, cdt, rb) : *v.residual;
+  const float* bias_f32 = nullptr;
+  if (v.bias) bias_f32 = reinterpret_cast<const float*>(materialize(*v.bias, CD_DTYPE_FLOAT32, bb).data);
+  char* dst = out.origin;
+  if (cdt != dt) {
+    ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
+    dst = static_cast<char*>(ob.data());
+  }
+  execute_conv(*job.entry, x, w, bias_f32, dst, wsrc, v.residual ? &res : nullptr);
+  if (job.oh != s.OH || job.ow != s.OW) {
+    const size_t item = dtype_size(cdt);
+    parallel_for(s.N * s.K, 64, [&](int64_t b, int64_t e) {
+      for (int64_t nk = b; nk < e; ++nk) {
+        const float bv = bias_f32 ? bias_f32[nk % s.K] : 0.0f;
+        char* plane = dst + static_cast<size_t>(nk * s.OH * s.OW) * item;
+        for (int64_t h = 0; h < s.OH; ++h) {
+          for (int64_t q = (h < job.oh ? job.ow : 0); q < s.OW; ++q) {
+            char* p = plane + static_cast<size_t>(h * s.OW + q) * item;
+            if (cdt == CD_DTYPE_FLOAT32) {
+              std::memcpy(p, &bv, sizeof(float));
+            } else {
+              const bfloat16_t bf = float_to_bf16(bv);
+              std::memcpy(p, &bf, sizeof(bf));
+            }
+          }
+        }
+      }
+    });
+  }
+  if (cdt != dt) store_from_f32(ob.as<float>(), dt, out.origin, out.numel);
+}
+
+// Runs on the stream's worker: the oneDNN job when there is one, else the
+// direct loops.
+void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out, const ConvJob* job,
               const std::optional<packed_cache::Source>& wsrc) {
   for (const HostTensor& t : in) t.range.check_live("input");
   out.range.check_live("output 0");
   const cd_dtype_t dt = out.dtype;
-  View x = to_view(in[0]), w = to_view(in[1]);
-  std::unique_ptr<View> bias, residual;
-  const size_t n_bias = in.size() - (s.epilogue.residual ? 1 : 0);
-  if (n_bias == 3) bias = std::make_unique<View>(to_view(in[2]));
-  if (s.epilogue.residual) {
-    const View r = to_view(in.back());
-    residual = std::make_unique<View>(s.epilogue.nhwc ? channels_last_as_nchw(r) : r);
-  }
-  const bool empty = x.numel() == 0 || w.numel() == 0;  // no input channels: the bias alone
-  if (!empty && dt != CD_DTYPE_FLOAT64 &&
-      run_onednn(s, dt, x, w, bias.get(), residual.get(), out, wsrc ? &*wsrc : nullptr)) {
+  const ConvViews v = views_of(s, in);
+  if (job != nullptr) {
+    run_onednn(s, dt, *job, v, out, wsrc ? &*wsrc : nullptr);
     return;
   }
   // The direct paths write a contiguous (N, K, OH, OW) result: for layout
@@ -542,20 +644,22 @@ void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostT
     nchw.allocate(static_cast<size_t>(out.numel) * out.itemsize);
     dst = static_cast<char*>(nchw.data());
   }
+  const bool empty = v.x.numel() == 0 || v.w.numel() == 0;  // no input channels: the bias alone
   if (empty) {
-    fill_bias(s, bias.get(), dt, dst);
+    fill_bias(s, v.bias.get(), dt, dst);
   } else if (dt == CD_DTYPE_FLOAT64) {
     if (s.transposed) {
-      conv_transpose_direct(s, x, w, bias.get(), reinterpret_cast<double*>(dst));
+      conv_transpose_direct(s, v.x, v.w, v.bias.get(), reinterpret_cast<double*>(dst));
     } else {
-      conv_direct(s, x, w, bias.get(), reinterpret_cast<double*>(dst));
+      conv_direct(s, v.x, v.w, v.bias.get(), reinterpret_cast<double*>(dst));
     }
   } else {
-    // oneDNN refused the problem: direct loops in float32, rounded once.
+    // oneDNN has no implementation for the problem: direct loops in
+    // float32, rounded once.
     Buffer xb, wb, bb, ob;
-    const View xf = materialize(x, CD_DTYPE_FLOAT32, xb), wf = materialize(w, CD_DTYPE_FLOAT32, wb);
+    const View xf = materialize(v.x, CD_DTYPE_FLOAT32, xb), wf = materialize(v.w, CD_DTYPE_FLOAT32, wb);
     std::unique_ptr<View> bf;
-    if (bias) bf = std::make_unique<View>(materialize(*bias, CD_DTYPE_FLOAT32, bb));
+    if (v.bias) bf = std::make_unique<View>(materialize(*v.bias, CD_DTYPE_FLOAT32, bb));
     float* f32 = reinterpret_cast<float*>(dst);
     if (dt != CD_DTYPE_FLOAT32) {
       ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
@@ -568,64 +672,8 @@ void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostT
     }
     if (dt != CD_DTYPE_FLOAT32) store_from_f32(f32, dt, dst, out.numel);
   }
-  apply_epilogue(s, s.epilogue, residual.get(), dt, dst);
+  apply_epilogue(s, s.epilogue, v.residual.get(), dt, dst);
   if (s.epilogue.nhwc) nchw_to_nhwc(s, out.itemsize, dst, out.origin);
-}
-
-// float32 / bfloat16 through oneDNN (float16 through float32); false if
-// oneDNN has no implementation for the problem.
-bool run_onednn(const ConvShape& s, cd_dtype_t dt, View x, View w, const View* bias, const View* residual,
-                const HostTensor& out, const packed_cache::Source* wsrc) {
-  // oneDNN: float32 / bfloat16 as they are, float16 through float32.
-  const cd_dtype_t cdt = dt == CD_DTYPE_FLOAT16 ? CD_DTYPE_FLOAT32 : dt;
-  Buffer xb, wb, bb, ob, rb;
-  if (x.dtype != cdt || !positive_strides(x)) x = materialize(x, cdt, xb);
-  if (w.dtype != cdt || !positive_strides(w)) w = materialize(w, cdt, wb);
-  View res;
-  if (residual != nullptr) {
-    res = residual->dtype != cdt || !positive_strides(*residual) ? materialize(*residual, cdt, rb) : *residual;
-  }
-  const float* bias_f32 = nullptr;
-  if (bias != nullptr) bias_f32 = reinterpret_cast<const float*>(materialize(*bias, CD_DTYPE_FLOAT32, bb).data);
-  char* dst = out.origin;
-  if (cdt != dt) {
-    ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
-    dst = static_cast<char*>(ob.data());
-  }
-  const std::vector<int64_t> out_strides = s.epilogue.nhwc
-      ? std::vector<int64_t>{s.OH * s.OW * s.K, 1, s.OW * s.K, s.K}
-      : std::vector<int64_t>{s.K * s.OH * s.OW, s.OH * s.OW, s.OW, 1};
-  int64_t oh = s.OH, ow = s.OW;
-  if (s.transposed) {  // rows / columns that only output_padding adds: bias only
-    oh -= std::max<int64_t>(s.oph - s.pb, 0);
-    ow -= std::max<int64_t>(s.opw - s.pr, 0);
-  }
-  if (!onednn_conv(s, cdt, x, w, bias_f32, dst, out_strides, oh, ow, wsrc,
-                   residual != nullptr ? &res : nullptr)) {
-    return false;
-  }
-  if (oh != s.OH || ow != s.OW) {
-    const size_t item = dtype_size(cdt);
-    parallel_for(s.N * s.K, 64, [&](int64_t b, int64_t e) {
-      for (int64_t nk = b; nk < e; ++nk) {
-        const float bv = bias_f32 ? bias_f32[nk % s.K] : 0.0f;
-        char* plane = dst + static_cast<size_t>(nk * s.OH * s.OW) * item;
-        for (int64_t h = 0; h < s.OH; ++h) {
-          for (int64_t q = (h < oh ? ow : 0); q < s.OW; ++q) {
-            char* p = plane + static_cast<size_t>(h * s.OW + q) * item;
-            if (cdt == CD_DTYPE_FLOAT32) {
-              std::memcpy(p, &bv, sizeof(float));
-            } else {
-              const bfloat16_t v = float_to_bf16(bv);
-              std::memcpy(p, &v, sizeof(v));
-            }
-          }
-        }
-      }
-    });
-  }
-  if (cdt != dt) store_from_f32(ob.as<float>(), dt, out.origin, out.numel);
-  return true;
 }
 
 enum class ConvKind { plain, fused, transposed };
@@ -650,8 +698,9 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
   }
   if (out.numel == 0) return;
   const std::optional<packed_cache::Source> wsrc = packed_cache::source_of(*ctx->inputs[1]);
+  std::shared_ptr<const ConvJob> job = plan_conv(s, out.dtype, views_of(s, in));
   stream->enqueue(fused ? "conv2d_fused" : transposed ? "conv_transpose2d" : "conv2d",
-                  [s, in = std::move(in), out = std::move(out), wsrc] { run_conv(s, in, out, wsrc); });
+                  [s, in = std::move(in), out = std::move(out), wsrc, job] { run_conv(s, in, out, job.get(), wsrc); });
 }
 
 cd_error* conv2d_kernel(const cd_kernel_context* ctx) noexcept {

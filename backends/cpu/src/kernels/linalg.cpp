@@ -14,11 +14,15 @@
 // (or no c) c is not read, as in BLAS.
 //
 // float32 and bfloat16 run through oneDNN (bf16 on AMX where available,
-// accumulating in float32 and rounding once); float16 is computed in
-// float32 (oneDNN 2.6 has no f16 matmul on CPU) and rounded once; float64
-// uses the blocked loop of linalg_f64.cpp.
+// accumulating in float32 and rounding once); float16, and bfloat16 where
+// oneDNN has no bfloat16 matmul (below AVX-512: onednn::routes()), are
+// computed in float32 and rounded once; float64 uses the blocked loop of
+// linalg_f64.cpp. The oneDNN primitive is made when the kernel is called,
+// so a problem oneDNN refuses fails the call, before anything is enqueued.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "../error.h"
@@ -122,18 +126,6 @@ void set_operand(Operand& o, const View& v) {
   o.cs = v.strides[v.ndim() - 1];
 }
 
-// Replaces operand `o` by a compact copy in `dtype` (broadcast dims stay
-// broadcast unless `materialize`).
-void repack(const Plan& p, Operand& o, int64_t rows, int64_t cols, cd_dtype_t from, cd_dtype_t to,
-            bool materialize, Buffer& buf) {
-  View v = operand_view(p, o, rows, cols, from);
-  if (materialize) {
-    set_operand(o, linalg::materialize(v, to, buf));
-  } else {
-    set_operand(o, pack(v, to, buf));
-  }
-}
-
 // The oneDNN descriptor of an operand: broadcast batch dims get size 1.
 dnnl::memory::desc operand_desc(const Plan& p, const Operand& o, int64_t rows, int64_t cols,
                                 cd_dtype_t dtype) {
@@ -163,89 +155,152 @@ struct MatmulPrimitive {
   bool reference = false;
 };
 
-// out = alpha * a @ b (+ beta * out when `sum`) through oneDNN, for dtype
-// float32 or bfloat16 (a, b and out all of it). `out` is contiguous.
-void onednn_matmul(Plan p, char* out, float alpha, bool sum, float beta, bool allow_fallback,
-                   int64_t ldc) {
-  const cd_dtype_t dt = p.dtype;
-  Buffer abuf, bbuf;
-  bool dense = p.batch.size() + 2 > 12;  // DNNL_MAX_NDIMS
+// How an operand reaches oneDNN: as the caller has it, as a compact copy
+// (broadcast dims kept), or as a dense copy (broadcast dims materialized).
+enum class Copy { none, compact, dense };
+
+// A product decided when the kernel is called: the copies to make, the
+// dtype oneDNN computes in, and the primitive, so that a problem oneDNN
+// refuses is reported by the call, before anything is enqueued.
+struct MatmulJob {
+  Plan source;            // the caller's operands (their dtype: source.dtype)
+  Plan plan;              // the operands as oneDNN reads them (copies' layouts)
+  cd_dtype_t compute = CD_DTYPE_FLOAT32;  // float32, or bfloat16 where native
+  Copy copy_a = Copy::none, copy_b = Copy::none;
+  std::shared_ptr<MatmulPrimitive> prim;
+  bool single = false;    // run on the calling thread alone (onednn::ThreadScope)
+  float alpha = 1.0f, beta = 0.0f;
+  bool sum = false;       // out = alpha * a @ b + beta * out
+  int64_t ldc = 0;
+};
+
+// The layout a copy of `o` gives, put into the plan's operand.
+void plan_copy(const Plan& p, Operand& o, int64_t rows, int64_t cols, cd_dtype_t to, Copy copy) {
+  const View v = operand_view(p, o, rows, cols, p.dtype);
+  set_operand(o, copy == Copy::dense ? dense_layout(v, to) : packed_layout(v, to));
+}
+
+// Chooses the copies. `dense_only`: both operands dense (the layouts
+// oneDNN's fast kernels always take).
+void choose_copies(MatmulJob& job, bool dense_only) {
+  Plan& p = job.plan;
+  p = job.source;
+  const bool convert = job.compute != job.source.dtype;
+  bool dense = dense_only || p.batch.size() + 2 > 12;  // DNNL_MAX_NDIMS
   for (size_t i = 0; i < p.batch.size(); ++i) {
     if (p.a.bstrides[i] == 0 && p.b.bstrides[i] == 0) dense = true;  // a pure repeat
   }
-  if (dense || !allow_fallback) {
-    // Materialize both as dense (batch, rows, cols) arrays.
-    repack(p, p.a, p.M, p.K, dt, dt, true, abuf);
-    repack(p, p.b, p.K, p.N, dt, dt, true, bbuf);
-    if (dense) {  // now uniformly strided: merge the batch into one dim
-      const int64_t n = product(p.batch);
-      p.batch = {n};
-      p.a.bstrides = {p.M * p.K};
-      p.b.bstrides = {p.K * p.N};
-    }
-  } else {
-    // A stride-0 matrix dim stays 0 in a compact copy: materialize those.
-    auto negative = [](const Operand& o) {
-      return std::any_of(o.bstrides.begin(), o.bstrides.end(), [](int64_t v) { return v < 0; });
-    };
-    if (!plain_matrix(p.M, p.K, p.a.rs, p.a.cs) || negative(p.a)) {
-      repack(p, p.a, p.M, p.K, dt, dt, (p.M > 1 && p.a.rs == 0) || (p.K > 1 && p.a.cs == 0), abuf);
-    }
-    if (!plain_matrix(p.K, p.N, p.b.rs, p.b.cs) || negative(p.b)) {
-      repack(p, p.b, p.K, p.N, dt, dt, (p.K > 1 && p.b.rs == 0) || (p.N > 1 && p.b.cs == 0), bbuf);
-    }
+  auto negative = [](const Operand& o) {
+    return std::any_of(o.bstrides.begin(), o.bstrides.end(), [](int64_t v) { return v < 0; });
+  };
+  // A stride-0 matrix dim stays 0 in a compact copy: those are made dense.
+  auto pick = [&](const Operand& o, int64_t rows, int64_t cols) {
+    if (dense) return Copy::dense;
+    if (!convert && plain_matrix(rows, cols, o.rs, o.cs) && !negative(o)) return Copy::none;
+    return (rows > 1 && o.rs == 0) || (cols > 1 && o.cs == 0) ? Copy::dense : Copy::compact;
+  };
+  job.copy_a = pick(p.a, p.M, p.K);
+  job.copy_b = pick(p.b, p.K, p.N);
+  if (job.copy_a != Copy::none) plan_copy(job.source, p.a, p.M, p.K, job.compute, job.copy_a);
+  if (job.copy_b != Copy::none) plan_copy(job.source, p.b, p.K, p.N, job.compute, job.copy_b);
+  p.dtype = job.compute;
+  if (dense) {  // uniformly strided now: one batch dim
+    p.batch = {product(p.batch)};
+    p.a.bstrides = {p.M * p.K};
+    p.b.bstrides = {p.K * p.N};
   }
+}
+
+// The oneDNN primitive for job.plan (cached by problem). `what` names the
+// problem for an error.
+std::shared_ptr<MatmulPrimitive> matmul_primitive(const MatmulJob& job, const std::string& what) {
+  const Plan& p = job.plan;
+  const cd_dtype_t dt = p.dtype;
   const size_t nb = p.batch.size();
   std::vector<int64_t> c_dims = p.batch, c_strides(nb + 2);
   c_dims.push_back(p.M);
   c_dims.push_back(p.N);
   c_strides[nb + 1] = 1;
-  c_strides[nb] = ldc;
-  int64_t s = p.M * ldc;
+  c_strides[nb] = job.ldc;
+  int64_t s = p.M * job.ldc;
   for (size_t i = nb; i-- > 0;) {
     c_strides[i] = s;
     s *= c_dims[i];
   }
-  const bool single = 2.0 * static_cast<double>(product(p.batch)) * static_cast<double>(p.M) *
-                          static_cast<double>(p.N) * static_cast<double>(p.K) < onednn::kSmallWork;
-  onednn::ThreadScope threads(single);
-  const dnnl::memory::desc a_md = operand_desc(p, p.a, p.M, p.K, dt);
-  const dnnl::memory::desc b_md = operand_desc(p, p.b, p.K, p.N, dt);
   onednn::Key key("matmul");
-  key.add(static_cast<int64_t>(dt)).add(c_dims).add(p.K).add(ldc);
+  key.add(static_cast<int64_t>(dt)).add(c_dims).add(p.K).add(job.ldc);
   for (const Operand* o : {&p.a, &p.b}) key.add(o->bstrides).add(o->rs).add(o->cs);
-  key.add(static_cast<double>(alpha)).add(static_cast<int64_t>(sum)).add(static_cast<double>(beta));
-  key.add(static_cast<int64_t>(single));
-  auto entry = onednn::cached_as<MatmulPrimitive>(key, [&] {
+  key.add(static_cast<double>(job.alpha)).add(static_cast<int64_t>(job.sum)).add(static_cast<double>(job.beta));
+  key.add(static_cast<int64_t>(job.single));
+  return onednn::cached_as<MatmulPrimitive>(key, [&] {
     auto e = std::make_shared<MatmulPrimitive>();
-    e->a_md = a_md;
-    e->b_md = b_md;
-    e->c_md = onednn::strided_desc(c_dims, c_strides, dt);
-    dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (sum) {
-      dnnl::post_ops po;
-      po.append_sum(beta);
-      attr.set_post_ops(po);
+    try {
+      e->a_md = operand_desc(p, p.a, p.M, p.K, dt);
+      e->b_md = operand_desc(p, p.b, p.K, p.N, dt);
+      e->c_md = onednn::strided_desc(c_dims, c_strides, dt);
+      dnnl::primitive_attr attr = onednn::user_scratchpad_attr();
+      if (job.alpha != 1.0f) attr.set_output_scales(0, {job.alpha});
+      if (job.sum) {
+        dnnl::post_ops po;
+        po.append_sum(job.beta);
+        attr.set_post_ops(po);
+      }
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a_md, e->b_md, e->c_md), attr, onednn::engine());
+      e->reference = onednn::is_reference(pd.impl_info_str());
+      e->scratch_md = pd.scratchpad_desc();
+      e->prim = dnnl::matmul(pd);
+    } catch (const dnnl::error& err) {
+      onednn::refuse(what, err);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a_md, e->b_md, e->c_md), attr,
-                                    onednn::engine());
-    e->reference = onednn::is_reference(pd.impl_info_str());
-    e->scratch_md = pd.scratchpad_desc();
-    e->prim = dnnl::matmul(pd);
     return e;
   });
-  if (entry->reference && allow_fallback) {
+}
+
+// Decides a float32 / float16 / bfloat16 product (K > 0) into an output
+// with row stride `ldc`: out = alpha * a @ b (+ beta * out when `sum`).
+// Throws, naming `what`, if oneDNN has no primitive for it.
+MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, int64_t ldc,
+                         const std::string& what) {
+  MatmulJob job;
+  job.source = source;
+  job.compute = onednn::compute_dtype(source.dtype, onednn::routes().bf16_matmul);
+  job.alpha = alpha;
+  job.sum = sum;
+  job.beta = beta;
+  job.ldc = ldc;
+  job.single = 2.0 * static_cast<double>(product(source.batch)) * static_cast<double>(source.M) *
+                   static_cast<double>(source.N) * static_cast<double>(source.K) < onednn::kSmallWork;
+  onednn::ThreadScope threads(job.single);
+  choose_copies(job, false);
+  job.prim = matmul_primitive(job, what);
+  if (job.prim->reference) {
     // Layouts the fast kernels do not take (e.g. a broadcast src batch):
     // dense copies always have one.
-    onednn_matmul(p, out, alpha, sum, beta, false, ldc);
-    return;
+    choose_copies(job, true);
+    job.prim = matmul_primitive(job, what);
   }
-  onednn::execute(entry->prim,
-                  {{DNNL_ARG_SRC, onednn::wrap(entry->a_md, p.a.data)},
-                   {DNNL_ARG_WEIGHTS, onednn::wrap(entry->b_md, p.b.data)},
-                   {DNNL_ARG_DST, onednn::wrap(entry->c_md, out)}},
-                  entry->scratch_md);
+  return job;
+}
+
+// Runs a prepared product into `out` (oneDNN's dtype job.compute, row
+// stride job.ldc; with job.sum it holds beta's addend already).
+void run_matmul(const MatmulJob& job, char* out) {
+  onednn::ThreadScope threads(job.single);
+  Plan p = job.plan;
+  Buffer abuf, bbuf;
+  auto copy = [&](Operand& o, const Operand& from, int64_t rows, int64_t cols, Copy kind, Buffer& buf) {
+    if (kind == Copy::none) return;
+    const View v = operand_view(job.source, from, rows, cols, job.source.dtype);
+    o.data = (kind == Copy::dense ? materialize(v, job.compute, buf) : pack(v, job.compute, buf)).data;
+  };
+  copy(p.a, job.source.a, p.M, p.K, job.copy_a, abuf);
+  copy(p.b, job.source.b, p.K, p.N, job.copy_b, bbuf);
+  const MatmulPrimitive& e = *job.prim;
+  onednn::execute(e.prim,
+                  {{DNNL_ARG_SRC, onednn::wrap(e.a_md, p.a.data)},
+                   {DNNL_ARG_WEIGHTS, onednn::wrap(e.b_md, p.b.data)},
+                   {DNNL_ARG_DST, onednn::wrap(e.c_md, out)}},
+                  e.scratch_md);
 }
 
 // The float64 product, batch by batch: out = alpha * a @ b + beta * out.
@@ -276,14 +331,24 @@ void f64_matmul(const Plan& p, double* out, double alpha, double beta) {
   }
 }
 
+// Decides, when the kernel is called, how a planned product runs: a
+// float32 / float16 / bfloat16 product with K > 0 through oneDNN (the job),
+// others (float64, empty sums, empty outputs) by loops (NULL).
+std::shared_ptr<const MatmulJob> plan_job(const Plan& p, int64_t out_numel, double alpha, bool use_c,
+                                          double beta, const std::string& what) {
+  if (p.K == 0 || out_numel == 0 || p.dtype == CD_DTYPE_FLOAT64) return nullptr;
+  return std::make_shared<const MatmulJob>(
+      prepare_matmul(p, static_cast<float>(alpha), use_c, static_cast<float>(beta), p.N, what));
+}
+
 // Runs a planned product in any float dtype into the contiguous output
 // `out` (dtype p.dtype). With `c` (a view broadcast to the output shape),
-// out = alpha * a @ b + beta * c; beta == 0 ignores c.
-void run_plan(Plan p, char* out, double alpha, const View* c, double beta) {
+// out = alpha * a @ b + beta * c; beta == 0 ignores c. `job`: plan_job's.
+void run_plan(const Plan& p, const MatmulJob* job, char* out, double alpha, const View* c, double beta) {
   const int64_t out_numel = product(p.batch) * p.M * p.N;
   const bool use_c = c != nullptr && beta != 0.0;
   const cd_dtype_t dt = p.dtype;
-  if (p.K == 0) {  // an empty sum: beta * c or zeros
+  if (job == nullptr && p.K == 0) {  // an empty sum: beta * c or zeros
     Buffer tmp(static_cast<size_t>(out_numel) * sizeof(double));
     double* t = tmp.as<double>();
     if (use_c) {
@@ -300,33 +365,30 @@ void run_plan(Plan p, char* out, double alpha, const View* c, double beta) {
     copy_convert(tv, dt, out);
     return;
   }
-  if (dt == CD_DTYPE_FLOAT64) {
+  if (job == nullptr) {
+    if (dt != CD_DTYPE_FLOAT64) fail(CD_STATUS_INTERNAL, "a %s product was not prepared", dtype_name(dt));
     if (use_c) copy_convert(*c, dt, out);
     f64_matmul(p, reinterpret_cast<double*>(out), alpha, use_c ? beta : 0.0);
     return;
   }
-  if (dt == CD_DTYPE_FLOAT16) {
-    // Compute in float32, round once.
-    Buffer abuf, bbuf, obuf(static_cast<size_t>(out_numel) * sizeof(float));
-    repack(p, p.a, p.M, p.K, dt, CD_DTYPE_FLOAT32, false, abuf);
-    repack(p, p.b, p.K, p.N, dt, CD_DTYPE_FLOAT32, false, bbuf);
-    p.dtype = CD_DTYPE_FLOAT32;
-    if (use_c) copy_convert(*c, CD_DTYPE_FLOAT32, obuf.data());
-    onednn_matmul(p, static_cast<char*>(obuf.data()), static_cast<float>(alpha), use_c,
-                  static_cast<float>(beta), true, p.N);
-    store_from_f32(obuf.as<float>(), dt, out, out_numel);
+  if (job->compute == dt) {
+    if (use_c) copy_convert(*c, dt, out);
+    run_matmul(*job, out);
     return;
   }
-  if (use_c) copy_convert(*c, dt, out);
-  onednn_matmul(p, out, static_cast<float>(alpha), use_c, static_cast<float>(beta), true, p.N);
+  // Computed in float32, rounded once.
+  Buffer obuf(static_cast<size_t>(out_numel) * sizeof(float));
+  if (use_c) copy_convert(*c, CD_DTYPE_FLOAT32, obuf.data());
+  run_matmul(*job, static_cast<char*>(obuf.data()));
+  store_from_f32(obuf.as<float>(), dt, out, out_numel);
 }
 
 // Runs on the stream's worker.
 void run_checked(const std::vector<HostTensor>& keep, const HostTensor& out, const Plan& plan,
-                 double alpha, const View* c, double beta) {
+                 const MatmulJob* job, double alpha, const View* c, double beta) {
   for (const HostTensor& t : keep) t.range.check_live("input");
   out.range.check_live("output 0");
-  run_plan(plan, out.origin, alpha, c, beta);
+  run_plan(plan, job, out.origin, alpha, c, beta);
 }
 
 }  // namespace
@@ -351,7 +413,9 @@ void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, i
   p.b.cs = b_cs;
   normalize_unit_dims(p.M, p.K, p.a.rs, p.a.cs);
   normalize_unit_dims(p.K, p.N, p.b.rs, p.b.cs);
-  onednn_matmul(p, reinterpret_cast<char*>(C), 1.0f, false, 0.0f, true, ldc);
+  const std::string what = format("float32 a (%lld, %lld) @ b (%lld, %lld)", static_cast<long long>(M),
+                                  static_cast<long long>(K), static_cast<long long>(K), static_cast<long long>(N));
+  run_matmul(prepare_matmul(p, 1.0f, false, 0.0f, ldc, what), reinterpret_cast<char*>(C));
 }
 
 namespace {
@@ -403,8 +467,11 @@ void enqueue_matmul(const cd_kernel_context* ctx) {
   p.b.cs = b_vec ? 0 : b.stride(-1);
   if (out.numel == 0) return;
   simplify(p);
-  stream->enqueue("matmul", [in = std::move(in), out = std::move(out), p = std::move(p)] {
-    run_checked(in, out, p, 1.0, nullptr, 0.0);
+  const std::string what = format("%s a %s @ b %s", dtype_name(out.dtype), onednn::shape_text(a.shape).c_str(),
+                                  onednn::shape_text(b.shape).c_str());
+  std::shared_ptr<const MatmulJob> job = plan_job(p, out.numel, 1.0, false, 0.0, what);
+  stream->enqueue("matmul", [in = std::move(in), out = std::move(out), p = std::move(p), job] {
+    run_checked(in, out, p, job.get(), 1.0, nullptr, 0.0);
   });
 }
 
@@ -460,8 +527,12 @@ void enqueue_gemm(const cd_kernel_context* ctx) {
   }
   if (out.numel == 0) return;
   simplify(p);
-  stream->enqueue("gemm", [in = std::move(in), out = std::move(out), p = std::move(p), c, alpha, beta] {
-    run_checked(in, out, p, alpha, c.get(), beta);
+  const std::string what = format("%s a %s%s, b %s%s", dtype_name(out.dtype), onednn::shape_text(a.shape).c_str(),
+                                  ta ? " (transposed)" : "", onednn::shape_text(b.shape).c_str(),
+                                  tb ? " (transposed)" : "");
+  std::shared_ptr<const MatmulJob> job = plan_job(p, out.numel, alpha, c != nullptr && beta != 0.0, beta, what);
+  stream->enqueue("gemm", [in = std::move(in), out = std::move(out), p = std::move(p), c, alpha, beta, job] {
+    run_checked(in, out, p, job.get(), alpha, c.get(), beta);
   });
 }
 

@@ -320,6 +320,24 @@ void copy_convert(const View& src, cd_dtype_t to, void* dst) {
   }
 }
 
+View packed_layout(const View& v, cd_dtype_t to) {
+  View out;
+  out.dtype = to;
+  out.shape = v.shape;
+  out.strides.assign(v.ndim(), 0);
+  int64_t stride = 1;
+  for (size_t i = v.ndim(); i-- > 0;) {
+    if (v.strides[i] == 0 || v.shape[i] == 1) {
+      // Size 1 or broadcast: stride 0 when broadcast, else a dense value.
+      out.strides[i] = v.shape[i] == 1 ? stride : 0;
+      continue;
+    }
+    out.strides[i] = stride;
+    stride *= v.shape[i];
+  }
+  return out;
+}
+
 View pack(const View& v, cd_dtype_t to, Buffer& buf) {
   View compact = v;  // broadcast dims become size 1
   for (size_t i = 0; i < v.ndim(); ++i) {
@@ -328,35 +346,28 @@ View pack(const View& v, cd_dtype_t to, Buffer& buf) {
   const int64_t n = compact.numel();
   buf.allocate(static_cast<size_t>(std::max<int64_t>(n, 1)) * dtype_size(to));
   copy_convert(compact, to, buf.data());
-  View out;
-  out.dtype = to;
-  out.shape = v.shape;
-  out.strides.assign(v.ndim(), 0);
+  View out = packed_layout(v, to);
   out.data = static_cast<char*>(buf.data());
-  int64_t stride = 1;
-  for (size_t i = v.ndim(); i-- > 0;) {
-    if (compact.shape[i] == 1) {
-      // Size 1 or broadcast: stride 0 when broadcast, else a dense value.
-      out.strides[i] = v.shape[i] == 1 ? stride : 0;
-      continue;
-    }
-    out.strides[i] = stride;
-    stride *= compact.shape[i];
-  }
   return out;
 }
 
-View materialize(const View& v, cd_dtype_t to, Buffer& buf) {
-  buf.allocate(static_cast<size_t>(std::max<int64_t>(v.numel(), 1)) * dtype_size(to));
-  copy_convert(v, to, buf.data());
+View dense_layout(const View& v, cd_dtype_t to) {
   View d = v;
   d.dtype = to;
-  d.data = static_cast<char*>(buf.data());
+  d.data = nullptr;
   int64_t s = 1;
   for (size_t i = d.ndim(); i-- > 0;) {
     d.strides[i] = s;
     s *= d.shape[i];
   }
+  return d;
+}
+
+View materialize(const View& v, cd_dtype_t to, Buffer& buf) {
+  buf.allocate(static_cast<size_t>(std::max<int64_t>(v.numel(), 1)) * dtype_size(to));
+  copy_convert(v, to, buf.data());
+  View d = dense_layout(v, to);
+  d.data = static_cast<char*>(buf.data());
   return d;
 }
 

@@ -119,6 +119,10 @@ View pack(const View& v, cd_dtype_t to, Buffer& buf);
 // A C-contiguous copy of `v` in dtype `to`, broadcast dims materialized.
 View materialize(const View& v, cd_dtype_t to, Buffer& buf);
 
+// The layouts pack / materialize give `v` (data NULL), known before copying.
+View packed_layout(const View& v, cd_dtype_t to);
+View dense_layout(const View& v, cd_dtype_t to);
+
 // Writes n float values as dtype `to` (float32, float16, bfloat16) to dst.
 void store_from_f32(const float* src, cd_dtype_t to, void* dst, int64_t n);
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "linalg_common.h"
+#include "isa.h"
 #include "numeric.h"
 
 namespace chipdock_cpu {
@@ -44,8 +45,7 @@ void pack_b(const double* B, int64_t rs, int64_t cs, int64_t kc, int64_t nc, dou
 }
 
 // C[0:mr, 0:nr] += alpha * a_strip @ b_strip over kc.
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void micro_kernel(int64_t kc, const double* __restrict a, const double* __restrict b,
+CD_ALWAYS_INLINE void micro_kernel_impl(int64_t kc, const double* __restrict a, const double* __restrict b,
                   double* __restrict c, int64_t ldc, int64_t mr, int64_t nr, double alpha) {
   double acc[MR][NR] = {};
   for (int64_t k = 0; k < kc; ++k) {
@@ -68,6 +68,10 @@ void micro_kernel(int64_t kc, const double* __restrict a, const double* __restri
     for (int64_t j = 0; j < nr; ++j) c[r * ldc + j] += alpha * acc[r][j];
   }
 }
+CD_ISA_BUILDS(void, micro_kernel,
+              (int64_t kc, const double* __restrict a, const double* __restrict b, double* __restrict c, int64_t ldc,
+               int64_t mr, int64_t nr, double alpha),
+              (kc, a, b, c, ldc, mr, nr, alpha))
 
 // One (mc x nc) tile of C over all of K.
 void tile(int64_t mc, int64_t nc, int64_t K, double alpha, const double* A, int64_t a_rs,

@@ -19,6 +19,42 @@
 namespace chipdock_cpu {
 namespace onednn {
 
+// --- the ISA oneDNN runs at, and the routes it allows ----------------------------------
+
+// Caps oneDNN to the process's ISA choice (isa.h: CHIPDOCK_CPU_ISA, hidden
+// features; the lower of that and ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA when
+// those are set), then probes which dtypes oneDNN runs natively. Runs once,
+// when the kernels are registered (before any primitive: oneDNN fixes its ISA
+// at first use); later calls do nothing.
+void configure();
+
+// How a dtype reaches oneDNN for each primitive family, as configure() found.
+// bfloat16 is native only where oneDNN has a primitive for it that is not
+// its reference code (oneDNN 2.6 needs AVX-512 for any bfloat16 primitive);
+// elsewhere it is converted to float32, run in float32 and rounded once,
+// which is the same arithmetic (float32 accumulation, one rounding).
+// float16 always goes through float32 (oneDNN 2.6 has no float16 on CPU).
+// CHIPDOCK_CPU_BF16=float32 / native (config.h) force one way.
+struct Routes {
+  bool bf16_matmul = false, bf16_conv = false, bf16_deconv = false, bf16_pool = false;
+};
+const Routes& routes();
+
+// The dtype oneDNN computes `dtype` in for a family whose native-bf16 flag
+// is `bf16_native`: float32 or bfloat16.
+cd_dtype_t compute_dtype(cd_dtype_t dtype, bool bf16_native);
+
+// oneDNN's effective ISA in its own words ("Intel AVX2"), plus the kernel
+// level: "oneDNN 2.6.3 at Intel AVX2, kernels at avx2".
+const std::string& isa_summary();
+
+// Throws UNIMPLEMENTED for a primitive oneDNN would not create: names the
+// problem (`what`: op, dtypes, shapes), the ISA summary and oneDNN's reason.
+[[noreturn]] void refuse(const std::string& what, const dnnl::error& e);
+
+// "(2, 3, 4)".
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // The process-wide CPU engine (created on first use; thread-safe).
 const dnnl::engine& engine();
 

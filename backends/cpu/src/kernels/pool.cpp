@@ -26,6 +26,7 @@
 #include "../stream.h"
 #include "kernels.h"
 #include "linalg_common.h"
+#include "isa.h"
 #include "numeric.h"
 #include "onednn.h"
 
@@ -105,8 +106,7 @@ inline void max_row(A* __restrict acc, const T* __restrict in, int64_t n, int64_
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void max_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
+CD_ALWAYS_INLINE void max_row_f32_impl(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
   if (stride == 1) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) {
@@ -117,14 +117,15 @@ void max_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, i
     max_row(acc, in, n, stride);
   }
 }
+CD_ISA_BUILDS(void, max_row_f32, (float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride),
+              (acc, in, n, stride))
 
 template <class T, class A>
 inline void sum_row(A* __restrict acc, const T* __restrict in, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<A>(load(in[i * stride]));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void sum_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
+CD_ALWAYS_INLINE void sum_row_f32_impl(float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride) {
   if (stride == 1) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) acc[i] += in[i];
@@ -132,6 +133,8 @@ void sum_row_f32(float* __restrict acc, const float* __restrict in, int64_t n, i
     sum_row(acc, in, n, stride);
   }
 }
+CD_ISA_BUILDS(void, sum_row_f32, (float* __restrict acc, const float* __restrict in, int64_t n, int64_t stride),
+              (acc, in, n, stride))
 
 template <class T>
 using acc_t = std::conditional_t<is_floating_v<T>, compute_t<T>, T>;
@@ -324,19 +327,22 @@ struct PoolPrimitive {
   dnnl::pooling_forward prim;
   dnnl::memory::desc src_md, dst_md, scratch_md;
   bool usable = false;
+  bool single = false;  // built for one thread (onednn::ThreadScope)
 };
 
-// Average pooling through oneDNN if it matches PyTorch's semantics here and
-// oneDNN has a fast implementation; returns false otherwise.
-bool onednn_avg_pool(const PoolShape& s, const View& x, char* out) {
-  if (x.numel() == 0 || has_negative_stride(x)) return false;
+// The oneDNN primitive for average pooling over `x` (a layout; data
+// unused) if it matches PyTorch's semantics here and oneDNN has a fast
+// implementation; NULL otherwise (the loops run it). Made when the kernel
+// is called.
+std::shared_ptr<const PoolPrimitive> avg_pool_primitive(const PoolShape& s, const View& x) {
+  if (x.numel() == 0 || has_negative_stride(x)) return nullptr;
   for (size_t i = 0; i < 4; ++i) {
-    if (x.shape[i] > 1 && x.strides[i] == 0) return false;
+    if (x.shape[i] > 1 && x.strides[i] == 0) return nullptr;
   }
   // Effective bottom/right padding that produces the given output size.
   const int64_t pb_eff = (s.OH - 1) * s.sh + s.kh - s.H - s.pt;
   const int64_t pr_eff = (s.OW - 1) * s.sw + s.kw - s.W - s.pl;
-  if (s.include_pad && (pb_eff > s.pb || pr_eff > s.pr)) return false;
+  if (s.include_pad && (pb_eff > s.pb || pr_eff > s.pr)) return nullptr;
   const bool single = static_cast<double>(s.N * s.C * s.OH * s.OW) * static_cast<double>(s.kh * s.kw) <
                       onednn::kSmallWork / 4;
   onednn::ThreadScope threads(single);
@@ -346,10 +352,11 @@ bool onednn_avg_pool(const PoolShape& s, const View& x, char* out) {
                                s.include_pad, single});
   auto entry = onednn::cached_as<PoolPrimitive>(key, [&] {
     auto e = std::make_shared<PoolPrimitive>();
-    e->src_md = onednn::strided_desc(x.shape, x.strides, x.dtype);
-    e->dst_md = onednn::strided_desc({s.N, s.C, s.OH, s.OW},
-                                     {s.C * s.OH * s.OW, s.OH * s.OW, s.OW, 1}, x.dtype);
+    e->single = single;
     try {
+      e->src_md = onednn::strided_desc(x.shape, x.strides, x.dtype);
+      e->dst_md = onednn::strided_desc({s.N, s.C, s.OH, s.OW},
+                                       {s.C * s.OH * s.OW, s.OH * s.OW, s.OW, 1}, x.dtype);
       dnnl::pooling_forward::primitive_desc pd(
           dnnl::pooling_forward::desc(
               dnnl::prop_kind::forward_inference,
@@ -366,34 +373,47 @@ bool onednn_avg_pool(const PoolShape& s, const View& x, char* out) {
     }
     return e;
   });
-  if (!entry->usable) return false;
-  onednn::execute(entry->prim,
-                  {{DNNL_ARG_SRC, onednn::wrap(entry->src_md, x.data)},
-                   {DNNL_ARG_DST, onednn::wrap(entry->dst_md, out)}},
-                  entry->scratch_md);
-  return true;
+  if (!entry->usable) return nullptr;
+  return entry;
+}
+
+void run_avg_pool(const PoolPrimitive& e, const View& x, char* out) {
+  onednn::ThreadScope threads(e.single);
+  onednn::execute(e.prim, {{DNNL_ARG_SRC, onednn::wrap(e.src_md, x.data)}, {DNNL_ARG_DST, onednn::wrap(e.dst_md, out)}},
+                  e.scratch_md);
 }
 
 // ---------------------------------------------------------------- kernels --
 
-void run_pool(const PoolShape& s, const HostTensor& in, const HostTensor& out, bool is_max) {
+// True if the pool runs on a float32 copy and rounds once: float16 always
+// (oneDNN 2.6 has no float16; the conversions are vectorized, and the max
+// is exact either way), a bfloat16 average where oneDNN has no bfloat16
+// pooling (its float32 one is faster than the loops).
+bool pools_through_f32(cd_dtype_t dtype, bool is_max) {
+  return dtype == CD_DTYPE_FLOAT16 || (dtype == CD_DTYPE_BFLOAT16 && !is_max && !onednn::routes().bf16_pool);
+}
+
+// `avg`: the oneDNN primitive plan_pool chose for an average pool, or NULL.
+void run_pool(const PoolShape& s, const HostTensor& in, const HostTensor& out, bool is_max,
+              const PoolPrimitive* avg) {
   in.range.check_live("input 0");
   out.range.check_live("output 0");
   const View x = to_view(in);
-  if (x.dtype == CD_DTYPE_FLOAT16) {
-    // Through float32 (vectorized conversions; the max is exact either way).
+  if (pools_through_f32(x.dtype, is_max)) {
     Buffer xb, ob(static_cast<size_t>(out.numel) * sizeof(float));
     const View xf = materialize(x, CD_DTYPE_FLOAT32, xb);
     if (is_max) {
       pool_loops<float, true>(s, xf, ob.as<float>());
-    } else if (!onednn_avg_pool(s, xf, static_cast<char*>(ob.data()))) {
+    } else if (avg != nullptr) {
+      run_avg_pool(*avg, xf, static_cast<char*>(ob.data()));
+    } else {
       pool_loops<float, false>(s, xf, ob.as<float>());
     }
-    store_from_f32(ob.as<float>(), CD_DTYPE_FLOAT16, out.origin, out.numel);
+    store_from_f32(ob.as<float>(), x.dtype, out.origin, out.numel);
     return;
   }
-  if (!is_max && (x.dtype == CD_DTYPE_FLOAT32 || x.dtype == CD_DTYPE_BFLOAT16) &&
-      onednn_avg_pool(s, x, out.origin)) {
+  if (avg != nullptr) {
+    run_avg_pool(*avg, x, out.origin);
     return;
   }
   const bool ok = dispatch_dtype(x.dtype, [&](auto tag) {
@@ -411,6 +431,16 @@ void run_pool(const PoolShape& s, const HostTensor& in, const HostTensor& out, b
   if (!ok) fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", x.dtype);
 }
 
+// The oneDNN primitive for an average pool of float32 / bfloat16 (or their
+// float32 copy), or NULL where the loops run it.
+std::shared_ptr<const PoolPrimitive> plan_pool(const PoolShape& s, const HostTensor& in, bool is_max) {
+  if (is_max) return nullptr;
+  const View x = to_view(in);
+  if (pools_through_f32(x.dtype, false)) return avg_pool_primitive(s, dense_layout(x, CD_DTYPE_FLOAT32));
+  if (x.dtype == CD_DTYPE_FLOAT32 || x.dtype == CD_DTYPE_BFLOAT16) return avg_pool_primitive(s, x);
+  return nullptr;
+}
+
 void enqueue_pool(const cd_kernel_context* ctx, bool is_max) {
   check_context(ctx, 1, 1);
   std::shared_ptr<Stream> stream = stream_from_handle(ctx->stream, ctx->device);
@@ -426,8 +456,10 @@ void enqueue_pool(const cd_kernel_context* ctx, bool is_max) {
   }
   const PoolShape s = read_pool(ctx, in, out, is_max);
   if (out.numel == 0) return;
-  stream->enqueue(is_max ? "max_pool2d" : "avg_pool2d",
-                  [s, in = std::move(in), out = std::move(out), is_max] { run_pool(s, in, out, is_max); });
+  std::shared_ptr<const PoolPrimitive> avg = plan_pool(s, in, is_max);
+  stream->enqueue(is_max ? "max_pool2d" : "avg_pool2d", [s, in = std::move(in), out = std::move(out), is_max, avg] {
+    run_pool(s, in, out, is_max, avg.get());
+  });
 }
 
 cd_error* max_pool2d_kernel(const cd_kernel_context* ctx) noexcept {
@@ -447,21 +479,21 @@ double sum_strided(const T* p, int64_t n, int64_t stride) {
   return acc;
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-double sum_f32(const float* p, int64_t n) {
+CD_ALWAYS_INLINE double sum_f32_impl(const float* p, int64_t n) {
   double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) acc += static_cast<double>(p[i]);
   return acc;
 }
+CD_ISA_BUILDS(double, sum_f32, (const float* p, int64_t n), (p, n))
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
-double sum_f64(const double* p, int64_t n) {
+CD_ALWAYS_INLINE double sum_f64_impl(const double* p, int64_t n) {
   double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
   for (int64_t i = 0; i < n; ++i) acc += p[i];
   return acc;
 }
+CD_ISA_BUILDS(double, sum_f64, (const double* p, int64_t n), (p, n))
 
 void run_global(const HostTensor& in, const HostTensor& out) {
   in.range.check_live("input 0");

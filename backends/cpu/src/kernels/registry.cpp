@@ -3,6 +3,7 @@
 
 #include "../core_link.h"
 #include "../error.h"
+#include "onednn.h"
 #include "tensor.h"
 
 namespace chipdock_cpu {
@@ -31,6 +32,9 @@ void register_all_kernels(cd_kernel_registry* registry) {
       c->kernel_register == nullptr) {
     fail(CD_STATUS_UNAVAILABLE, "the core offers no kernel_register service");
   }
+  // The ISA choice and oneDNN's routes, before any kernel is registered or
+  // run (oneDNN fixes its ISA at first use).
+  onednn::configure();
   register_copy(registry);
   register_elementwise(registry);
   register_movement(registry);
