@@ -13,6 +13,7 @@
 
 #include "cuda_check.h"
 #include "error.h"
+#include "nccl_api.h"
 #include "resources.h"
 
 namespace chipdock_cuda {
@@ -38,10 +39,11 @@ cd_status_t status_of(ncclResult_t r) noexcept {
 
 // "<what>: <NCCL's text for r>", with NCCL's last error message when it has
 // one (the detail ncclGetErrorString lacks: which argument, which peer).
+// Only for a result NCCL returned, so its table is loaded.
 std::string nccl_message(ncclResult_t r, const char* what, ncclComm_t comm) {
-  const char* last = ncclGetLastError(comm);
+  const char* last = nccl_api().ncclGetLastError(comm);
   const std::string detail = last != nullptr && *last != '\0' ? format(" (NCCL: %s)", last) : std::string();
-  return format("%s: %s%s", what, ncclGetErrorString(r), detail.c_str());
+  return format("%s: %s%s", what, nccl_api().ncclGetErrorString(r), detail.c_str());
 }
 
 void nccl_check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
@@ -184,9 +186,9 @@ Call prepare(cd_comm* comm, cd_stream* stream) {
 
 void comm_get_unique_id(cd_comm_unique_id* id) {
   require_non_null(id, "id");
-  device_count();  // a host without a usable GPU gets the reason, not an NCCL failure
+  device_count();  // a host without a usable GPU gets the reason, and NCCL stays unopened
   ncclUniqueId nccl_id;
-  nccl_check(ncclGetUniqueId(&nccl_id), "ncclGetUniqueId");
+  nccl_check(nccl_api().ncclGetUniqueId(&nccl_id), "ncclGetUniqueId");
   std::memcpy(id->internal, &nccl_id, sizeof(nccl_id));
 }
 
@@ -198,10 +200,10 @@ cd_comm* comm_init_rank(int32_t device, int32_t nranks, const cd_comm_unique_id*
   ncclUniqueId nccl_id;
   std::memcpy(&nccl_id, id->internal, sizeof(nccl_id));
   ncclComm_t nccl = nullptr;
-  nccl_check(ncclCommInitRank(&nccl, nranks, nccl_id, rank), "ncclCommInitRank");
+  nccl_check(nccl_api().ncclCommInitRank(&nccl, nranks, nccl_id, rank), "ncclCommInitRank");
   auto* comm = new (std::nothrow) cd_comm{device, rank, nranks, nccl};
   if (comm == nullptr) {
-    (void)ncclCommAbort(nccl);
+    (void)nccl_api().ncclCommAbort(nccl);
     fail(CD_STATUS_OUT_OF_MEMORY, "out of host memory for the communicator");
   }
   std::lock_guard<std::mutex> lock(g_comms_mutex);
@@ -222,20 +224,20 @@ void comm_destroy(cd_comm* comm) {
   // Finalize flushes the enqueued operations; a blocking communicator
   // returns once it is quiescent, a non-blocking one reports ncclInProgress
   // until then.
-  ncclResult_t r = ncclCommFinalize(nccl);
+  ncclResult_t r = nccl_api().ncclCommFinalize(nccl);
   ncclResult_t state = r;
   while (state == ncclInProgress) {
     std::this_thread::yield();
-    r = ncclCommGetAsyncError(nccl, &state);
+    r = nccl_api().ncclCommGetAsyncError(nccl, &state);
     if (r != ncclSuccess) state = r;
   }
   if (state != ncclSuccess) {
     // The handle is gone either way: free what NCCL holds, then report.
     const std::string message = nccl_message(state, "ncclCommFinalize", nccl);
-    (void)ncclCommAbort(nccl);
+    (void)nccl_api().ncclCommAbort(nccl);
     fail(status_of(state), "%s", message.c_str());
   }
-  nccl_check(ncclCommDestroy(nccl), "ncclCommDestroy");
+  nccl_check(nccl_api().ncclCommDestroy(nccl), "ncclCommDestroy");
 }
 
 // --- operations -----------------------------------------------------------------------------
@@ -247,8 +249,8 @@ void comm_all_reduce(const void* send, void* recv, size_t count, cd_dtype_t dtyp
   const ncclRedOp_t nop = nccl_op(op);
   check_range(call.comm->device, send, w.bytes, "send");
   check_range(call.comm->device, recv, w.bytes, "recv");
-  nccl_check(ncclAllReduce(send, recv, w.count, w.type, nop, call.comm->nccl, call.stream), "ncclAllReduce",
-             call.comm->nccl);
+  nccl_check(nccl_api().ncclAllReduce(send, recv, w.count, w.type, nop, call.comm->nccl, call.stream),
+             "ncclAllReduce", call.comm->nccl);
 }
 
 void comm_broadcast(const void* send, void* recv, size_t count, cd_dtype_t dtype, int32_t root, cd_comm* comm,
@@ -259,8 +261,8 @@ void comm_broadcast(const void* send, void* recv, size_t count, cd_dtype_t dtype
   // send is read on the root only (the ABI lets other ranks pass anything).
   if (call.comm->rank == root) check_range(call.comm->device, send, w.bytes, "send");
   check_range(call.comm->device, recv, w.bytes, "recv");
-  nccl_check(ncclBroadcast(send, recv, w.count, w.type, root, call.comm->nccl, call.stream), "ncclBroadcast",
-             call.comm->nccl);
+  nccl_check(nccl_api().ncclBroadcast(send, recv, w.count, w.type, root, call.comm->nccl, call.stream),
+             "ncclBroadcast", call.comm->nccl);
 }
 
 void comm_reduce(const void* send, void* recv, size_t count, cd_dtype_t dtype, cd_reduce_op_t op, int32_t root,
@@ -272,8 +274,8 @@ void comm_reduce(const void* send, void* recv, size_t count, cd_dtype_t dtype, c
   check_range(call.comm->device, send, w.bytes, "send");
   // recv is written on the root only.
   if (call.comm->rank == root) check_range(call.comm->device, recv, w.bytes, "recv");
-  nccl_check(ncclReduce(send, recv, w.count, w.type, nop, root, call.comm->nccl, call.stream), "ncclReduce",
-             call.comm->nccl);
+  nccl_check(nccl_api().ncclReduce(send, recv, w.count, w.type, nop, root, call.comm->nccl, call.stream),
+             "ncclReduce", call.comm->nccl);
 }
 
 void comm_all_gather(const void* send, void* recv, size_t send_count, cd_dtype_t dtype, cd_comm* comm,
@@ -283,8 +285,8 @@ void comm_all_gather(const void* send, void* recv, size_t send_count, cd_dtype_t
   const size_t recv_bytes = checked_bytes(w.bytes, 1, static_cast<size_t>(call.comm->nranks));
   check_range(call.comm->device, send, w.bytes, "send");
   check_range(call.comm->device, recv, recv_bytes, "recv");
-  nccl_check(ncclAllGather(send, recv, w.count, w.type, call.comm->nccl, call.stream), "ncclAllGather",
-             call.comm->nccl);
+  nccl_check(nccl_api().ncclAllGather(send, recv, w.count, w.type, call.comm->nccl, call.stream),
+             "ncclAllGather", call.comm->nccl);
 }
 
 void comm_reduce_scatter(const void* send, void* recv, size_t recv_count, cd_dtype_t dtype, cd_reduce_op_t op,
@@ -295,7 +297,7 @@ void comm_reduce_scatter(const void* send, void* recv, size_t recv_count, cd_dty
   const size_t send_bytes = checked_bytes(w.bytes, 1, static_cast<size_t>(call.comm->nranks));
   check_range(call.comm->device, send, send_bytes, "send");
   check_range(call.comm->device, recv, w.bytes, "recv");
-  nccl_check(ncclReduceScatter(send, recv, w.count, w.type, nop, call.comm->nccl, call.stream),
+  nccl_check(nccl_api().ncclReduceScatter(send, recv, w.count, w.type, nop, call.comm->nccl, call.stream),
              "ncclReduceScatter", call.comm->nccl);
 }
 
@@ -304,7 +306,8 @@ void comm_send(const void* send, size_t count, cd_dtype_t dtype, int32_t peer, c
   check_rank(call.comm, peer, "peer");
   const Wire w = move_wire(dtype, count);
   check_range(call.comm->device, send, w.bytes, "send");
-  nccl_check(ncclSend(send, w.count, w.type, peer, call.comm->nccl, call.stream), "ncclSend", call.comm->nccl);
+  nccl_check(nccl_api().ncclSend(send, w.count, w.type, peer, call.comm->nccl, call.stream), "ncclSend",
+             call.comm->nccl);
 }
 
 void comm_recv(void* recv, size_t count, cd_dtype_t dtype, int32_t peer, cd_comm* comm, cd_stream* stream) {
@@ -312,11 +315,20 @@ void comm_recv(void* recv, size_t count, cd_dtype_t dtype, int32_t peer, cd_comm
   check_rank(call.comm, peer, "peer");
   const Wire w = move_wire(dtype, count);
   check_range(call.comm->device, recv, w.bytes, "recv");
-  nccl_check(ncclRecv(recv, w.count, w.type, peer, call.comm->nccl, call.stream), "ncclRecv", call.comm->nccl);
+  nccl_check(nccl_api().ncclRecv(recv, w.count, w.type, peer, call.comm->nccl, call.stream), "ncclRecv",
+             call.comm->nccl);
 }
 
-// NCCL's groups are per thread and nest, as the ABI's do.
-void comm_group_start() { nccl_check(ncclGroupStart(), "ncclGroupStart"); }
-void comm_group_end() { nccl_check(ncclGroupEnd(), "ncclGroupEnd"); }
+// NCCL's groups are per thread and nest, as the ABI's do. Like every comm
+// slot they need a device first: that, not NCCL's load error, is the reason
+// a host without a usable GPU gets, and it never opens NCCL.
+void comm_group_start() {
+  device_count();
+  nccl_check(nccl_api().ncclGroupStart(), "ncclGroupStart");
+}
+void comm_group_end() {
+  device_count();
+  nccl_check(nccl_api().ncclGroupEnd(), "ncclGroupEnd");
+}
 
 }  // namespace chipdock_cuda

@@ -1,5 +1,6 @@
-// Collectives on NCCL (the nvidia-nccl-cu13 wheel's libnccl.so.2): the ABI's
-// comm_* slots. A cd_comm wraps one ncclComm_t for one rank on one device.
+// Collectives on NCCL (the nvidia-nccl-cu13 wheel's libnccl.so.2, opened at
+// the first comm_* call that has a device: nccl_api.h): the ABI's comm_*
+// slots. A cd_comm wraps one ncclComm_t for one rank on one device.
 //
 // Every function checks its arguments before NCCL sees them (live handles,
 // rank/root/peer in range, the stream on the communicator's device, buffers

@@ -8,6 +8,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "cublaslt_api.h"
 #include "cuda_check.h"
 
 namespace chipdock_cuda {
@@ -28,7 +29,7 @@ void release_blas(int32_t device, BlasDevice& b) {
   if (cudaSetDevice(device) != cudaSuccess) return;  // the driver is gone: nothing to free
   if (b.last_use != nullptr) (void)cudaEventDestroy(b.last_use);
   if (b.workspace != nullptr) (void)cudaFree(b.workspace);
-  if (b.handle != nullptr) (void)cublasLtDestroy(b.handle);
+  if (b.handle != nullptr) (void)cublaslt_api().cublasLtDestroy(b.handle);  // a handle: the table is loaded
 }
 
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -187,14 +188,18 @@ cudaStream_t sync_stream(int32_t device) {
 }
 
 BlasDevice& blas_device(int32_t device) {
+  // The matmul path's first step: cuBLASLt is opened here, on the first
+  // call (UNAVAILABLE if it cannot be), never at import; and before the
+  // lock, so that the registries are not held during a dlopen.
+  const CublasLtApi& lt = cublaslt_api();
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_blas.find(device);
   if (it != g_blas.end()) return *it->second;
   auto b = std::make_unique<BlasDevice>();
-  const cublasStatus_t st = cublasLtCreate(&b->handle);
+  const cublasStatus_t st = lt.cublasLtCreate(&b->handle);
   if (st != CUBLAS_STATUS_SUCCESS) {
     fail(st == CUBLAS_STATUS_ALLOC_FAILED ? CD_STATUS_OUT_OF_MEMORY : CD_STATUS_INTERNAL,
-         "cublasLtCreate: %s", cublasLtGetStatusString(st));
+         "cublasLtCreate: %s", lt.cublasLtGetStatusString(st));
   }
   cudaError_t err = cudaMalloc(&b->workspace, kBlasWorkspaceBytes);
   if (err == cudaSuccess) err = cudaEventCreateWithFlags(&b->last_use, cudaEventDisableTiming);

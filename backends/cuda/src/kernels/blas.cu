@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "../cublaslt_api.h"
 #include "../cuda_check.h"
 #include "../resources.h"
 #include "elementwise.cuh"
@@ -342,21 +343,22 @@ void lt_check(cublasStatus_t st, const char* what) {
                            : st == CUBLAS_STATUS_NOT_SUPPORTED  ? CD_STATUS_UNIMPLEMENTED
                            : st == CUBLAS_STATUS_EXECUTION_FAILED ? CD_STATUS_DEVICE_ERROR
                                                                   : CD_STATUS_INTERNAL;
-  fail(code, "%s: %s", what, cublasLtGetStatusString(st));
+  fail(code, "%s: %s", what, cublaslt_api().cublasLtGetStatusString(st));
 }
 
-// Owners of the cuBLASLt descriptors of one call.
+// Owners of the cuBLASLt descriptors of one call. Only the loaded table
+// sets h, so a destructor that has one to free never loads (or throws).
 struct Layout {
   cublasLtMatrixLayout_t h = nullptr;
-  ~Layout() { if (h != nullptr) (void)cublasLtMatrixLayoutDestroy(h); }
+  ~Layout() { if (h != nullptr) (void)cublaslt_api().cublasLtMatrixLayoutDestroy(h); }
 };
 struct Desc {
   cublasLtMatmulDesc_t h = nullptr;
-  ~Desc() { if (h != nullptr) (void)cublasLtMatmulDescDestroy(h); }
+  ~Desc() { if (h != nullptr) (void)cublaslt_api().cublasLtMatmulDescDestroy(h); }
 };
 struct Pref {
   cublasLtMatmulPreference_t h = nullptr;
-  ~Pref() { if (h != nullptr) (void)cublasLtMatmulPreferenceDestroy(h); }
+  ~Pref() { if (h != nullptr) (void)cublaslt_api().cublasLtMatmulPreferenceDestroy(h); }
 };
 
 // A row-major operand in cuBLASLt's column-major terms: the stored matrix
@@ -374,12 +376,13 @@ ColMajor col_major(const Mat& m) {
 
 void make_layout(Layout& l, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int32_t batch,
                  int64_t stride) {
-  lt_check(cublasLtMatrixLayoutCreate(&l.h, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
+  const CublasLtApi& lt = cublaslt_api();
+  lt_check(lt.cublasLtMatrixLayoutCreate(&l.h, type, rows, cols, ld), "cublasLtMatrixLayoutCreate");
   if (batch > 1) {
-    lt_check(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
+    lt_check(lt.cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch, sizeof(batch)),
              "setting the batch count");
-    lt_check(cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                              sizeof(stride)),
+    lt_check(lt.cublasLtMatrixLayoutSetAttribute(l.h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                 sizeof(stride)),
              "setting the batch stride");
   }
 }
@@ -394,7 +397,8 @@ uint32_t alignment(const void* p, int64_t stride_bytes, bool batched) {
 }
 
 void set_pref(const Pref& p, cublasLtMatmulPreferenceAttributes_t attr, uint32_t v) {
-  lt_check(cublasLtMatmulPreferenceSetAttribute(p.h, attr, &v, sizeof(v)), "setting a matmul preference");
+  lt_check(cublaslt_api().cublasLtMatmulPreferenceSetAttribute(p.h, attr, &v, sizeof(v)),
+           "setting a matmul preference");
 }
 
 // The heuristic's answer by problem (asking costs tens of microseconds):
@@ -416,10 +420,11 @@ Choice pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t 
   std::lock_guard<std::mutex> lock(g_algo_mutex);
   auto hit = g_algos.find(key);
   if (hit != g_algos.end()) return hit->second;
+  const CublasLtApi& lt = cublaslt_api();
   Pref pref;
-  lt_check(cublasLtMatmulPreferenceCreate(&pref.h), "cublasLtMatmulPreferenceCreate");
+  lt_check(lt.cublasLtMatmulPreferenceCreate(&pref.h), "cublasLtMatmulPreferenceCreate");
   const uint64_t ws = bd.workspace_bytes;
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+  lt_check(lt.cublasLtMatmulPreferenceSetAttribute(pref.h, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
            "setting the workspace size");
   // Split-K partial sums in the compute type, never in a 16-bit output type.
   set_pref(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
@@ -431,7 +436,7 @@ Choice pick_algo(const BlasDevice& bd, const AlgoKey& key, cublasLtMatmulDesc_t 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found);
+      lt.cublasLtMatmulAlgoGetHeuristic(bd.handle, desc, la.h, lb.h, ld.h, ld.h, pref.h, 1, &result, &found);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;  // how it says it has nothing for the configuration
   else lt_check(st, "cublasLtMatmulAlgoGetHeuristic");
   if (g_algos.size() >= kMaxCachedAlgos) g_algos.clear();
@@ -448,13 +453,14 @@ bool gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm&
   const bool f64 = in == CD_DTYPE_FLOAT64;
   // Row-major D = A @ B is column-major D^T = B^T @ A^T: cuBLASLt's A is our b, its B our a.
   const ColMajor ca = col_major(g.b), cb = col_major(g.a);
+  const CublasLtApi& lt = cublaslt_api();
   Desc desc;
-  lt_check(cublasLtMatmulDescCreate(&desc.h, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
-                                    f64 ? CUDA_R_64F : CUDA_R_32F),
+  lt_check(lt.cublasLtMatmulDescCreate(&desc.h, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F,
+                                       f64 ? CUDA_R_64F : CUDA_R_32F),
            "cublasLtMatmulDescCreate");
   const int32_t ta = ca.op, tb = cb.op;
-  lt_check(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "setting TRANSA");
-  lt_check(cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "setting TRANSB");
+  lt_check(lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "setting TRANSA");
+  lt_check(lt.cublasLtMatmulDescSetAttribute(desc.h, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "setting TRANSB");
   const int64_t in_item = itemsize(in), d_item = itemsize(g.d_dtype);
   Layout la, lb, ld;
   make_layout(la, cuda_type(in), ca.lrows, ca.lcols, ca.ld, batch, g.b.batch_stride);
@@ -472,8 +478,8 @@ bool gemm_chunk(int32_t device, BlasDevice& bd, cudaStream_t stream, const Gemm&
   const float alpha32 = static_cast<float>(g.alpha), beta32 = static_cast<float>(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&g.alpha) : &alpha32;
   const void* beta = f64 ? static_cast<const void*>(&g.beta) : &beta32;
-  const cublasStatus_t st = cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h,
-                                          &choice.algo, bd.workspace, bd.workspace_bytes, stream);
+  const cublasStatus_t st = lt.cublasLtMatmul(bd.handle, desc.h, alpha, b, la.h, a, lb.h, beta, d, ld.h, d, ld.h,
+                                              &choice.algo, bd.workspace, bd.workspace_bytes, stream);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // checked before anything is enqueued
   lt_check(st, "cublasLtMatmul");
   check(cudaGetLastError(), "cublasLtMatmul");
