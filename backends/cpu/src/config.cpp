@@ -118,6 +118,19 @@ void read_bf16(Config& c) {
   }
 }
 
+void read_gemm(Config& c) {
+  const char* env = std::getenv("CHIPDOCK_CPU_GEMM");
+  if (env == nullptr) return;
+  const std::string v = lower(env);
+  if (v == "onednn") {
+    c.gemm = Config::Gemm::onednn;
+  } else if (v == "openblas") {
+    c.gemm = Config::Gemm::openblas;
+  } else if (!(v.empty() || v == "auto")) {
+    c.problem = format("CHIPDOCK_CPU_GEMM='%s' is not one of auto/onednn/openblas", env);
+  }
+}
+
 void read_packed_cache(Config& c) {
   const char* env = std::getenv("CHIPDOCK_CPU_PACKED_CACHE");
   if (env == nullptr || *env == '\0') return;
@@ -134,6 +147,7 @@ Config load() {
   read_isa(c);
   read_hidden_features(c);
   read_bf16(c);
+  read_gemm(c);
   read_packed_cache(c);
   if (!c.problem.empty()) c.device_count = 0;
   return c;

@@ -23,6 +23,10 @@
 //                              bfloat16; where it has none, a matmul or gemm
 //                              call fails and says why, a convolution runs
 //                              the direct loops)
+//   CHIPDOCK_CPU_GEMM          the engine of large float32 products: auto
+//                              (default: the faster of oneDNN and OpenBLAS on
+//                              this CPU, timed once; kernels/blas.h), onednn
+//                              or openblas
 //   CHIPDOCK_CPU_PACKED_CACHE  bytes of weights kept reordered into oneDNN's
 //                              blocked layouts across calls, K/M/G/T suffix;
 //                              0 turns the cache off (default 512M; see
@@ -52,6 +56,7 @@ struct Config {
   std::string isa_cap_text;   // its text, for messages
   std::string hidden_features;  // CHIPDOCK_CPU_HIDE_FEATURES
   enum class Bf16 : int32_t { automatic, float32, native } bf16 = Bf16::automatic;  // CHIPDOCK_CPU_BF16
+  enum class Gemm : int32_t { automatic, onednn, openblas } gemm = Gemm::automatic;  // CHIPDOCK_CPU_GEMM
   uint64_t packed_cache_bytes = uint64_t{512} << 20;  // CHIPDOCK_CPU_PACKED_CACHE
   std::string problem;        // non-empty: the environment was invalid
 };

@@ -210,7 +210,7 @@ void attention_f32(const Problem& pr, char* out, cd_dtype_t out_dtype) {
 
   if (tasks >= 2 * max_threads()) {
     std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(kernel_threads())
     for (int64_t t = 0; t < tasks; ++t) {
       try {
         task(t, true);

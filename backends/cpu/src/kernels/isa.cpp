@@ -115,10 +115,11 @@ const char* isa_name(Isa level) noexcept {
   }
 }
 
-IsaChoice choose_isa(const CpuFeatures& cpu, Isa cap, const std::string& cap_text) {
+IsaChoice choose_isa(const CpuFeatures& cpu, Isa hardware, Isa cap, const std::string& cap_text) {
   IsaChoice c;
   c.cpu = cpu;
   c.cpu_level = feature_level(cpu);
+  c.hardware_level = hardware;
   c.kernel_level = cap < c.cpu_level ? cap : c.cpu_level;
   if (cap != Isa::best && cap > c.cpu_level) {
     // Never run an instruction the CPU lacks: clamp, and say so.
@@ -133,8 +134,9 @@ const IsaChoice& isa_choice() {
   static const IsaChoice choice = [] {
     const Config& cfg = config();
     CpuFeatures cpu = detect();
+    const Isa hardware = feature_level(cpu);
     if (!cfg.hidden_features.empty()) hide_features(cpu, cfg.hidden_features, nullptr);
-    return choose_isa(cpu, cfg.isa_cap, cfg.isa_cap_text);
+    return choose_isa(cpu, hardware, cfg.isa_cap, cfg.isa_cap_text);
   }();
   return choice;
 }

@@ -52,13 +52,15 @@ bool hide_features(CpuFeatures& f, const std::string& names, std::string* bad);
 struct IsaChoice {
   CpuFeatures cpu;            // what cpuid reports, minus the hidden features
   Isa cpu_level = Isa::baseline;
+  Isa hardware_level = Isa::baseline;  // what cpuid reports, nothing hidden
   Isa kernel_level = Isa::baseline;  // min(cpu_level, CHIPDOCK_CPU_ISA)
   std::vector<std::string> warnings;  // e.g. a cap above what the CPU has
 };
 
-// Pure: the choice for `cpu` under the cap `cap` (Isa::best: none), with
-// `cap_text` the setting's text for the messages.
-IsaChoice choose_isa(const CpuFeatures& cpu, Isa cap, const std::string& cap_text);
+// Pure: the choice for `cpu` (with `hardware` the level before any feature
+// was hidden) under the cap `cap` (Isa::best: none), with `cap_text` the
+// setting's text for the messages.
+IsaChoice choose_isa(const CpuFeatures& cpu, Isa hardware, Isa cap, const std::string& cap_text);
 
 // The process-wide choice (cpuid and the environment, read once).
 const IsaChoice& isa_choice();

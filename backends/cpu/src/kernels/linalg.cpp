@@ -20,6 +20,8 @@
 // linalg_f64.cpp. The oneDNN primitive is made when the kernel is called,
 // so a problem oneDNN refuses fails the call, before anything is enqueued.
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,6 +29,7 @@
 
 #include "../error.h"
 #include "../stream.h"
+#include "blas.h"
 #include "kernels.h"
 #include "linalg_common.h"
 #include "numeric.h"
@@ -167,7 +170,8 @@ struct MatmulJob {
   Plan plan;              // the operands as oneDNN reads them (copies' layouts)
   cd_dtype_t compute = CD_DTYPE_FLOAT32;  // float32, or bfloat16 where native
   Copy copy_a = Copy::none, copy_b = Copy::none;
-  std::shared_ptr<MatmulPrimitive> prim;
+  std::shared_ptr<MatmulPrimitive> prim;  // NULL when OpenBLAS runs it
+  bool blas = false;      // OpenBLAS (blas.h) runs it, batch by batch
   bool single = false;    // run on the calling thread alone (onednn::ThreadScope)
   float alpha = 1.0f, beta = 0.0f;
   bool sum = false;       // out = alpha * a @ b + beta * out
@@ -256,11 +260,55 @@ std::shared_ptr<MatmulPrimitive> matmul_primitive(const MatmulJob& job, const st
   });
 }
 
+// True if OpenBLAS can take the planned float32 product: plain matrices
+// (one unit stride each, as choose_copies leaves them), 32-bit sizes, and
+// enough work per matrix.
+bool blas_can_take(const Plan& p, int64_t ldc) {
+  const double work = static_cast<double>(p.M) * static_cast<double>(p.N) * static_cast<double>(p.K);
+  if (p.dtype != CD_DTYPE_FLOAT32 || work < blas::kMinWork) return false;
+  if (!plain_matrix(p.M, p.K, p.a.rs, p.a.cs) || !plain_matrix(p.K, p.N, p.b.rs, p.b.cs)) return false;
+  const int64_t limit = INT32_MAX;
+  return p.M <= limit && p.N <= limit && p.K <= limit && ldc <= limit && std::max(p.a.rs, p.a.cs) <= limit &&
+         std::max(p.b.rs, p.b.cs) <= limit;
+}
+
+MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, int64_t ldc,
+                         const std::string& what, bool allow_blas);
+void run_matmul(const MatmulJob& job, char* out);
+
+// GFLOP/s of a 512^3 float32 product on one engine (blas::engine's timing).
+double gemm_rate(bool openblas) {
+  constexpr int64_t n = 512;
+  Buffer a(n * n * sizeof(float)), b(n * n * sizeof(float)), c(n * n * sizeof(float));
+  for (int64_t i = 0; i < n * n; ++i) {
+    a.as<float>()[i] = static_cast<float>(i % 7) * 0.25f;
+    b.as<float>()[i] = static_cast<float>(i % 5) * 0.5f;
+  }
+  Plan p;
+  p.dtype = CD_DTYPE_FLOAT32;
+  p.M = p.N = p.K = n;
+  p.a.data = a.as<char>();
+  p.b.data = b.as<char>();
+  p.a.rs = p.b.rs = n;
+  p.a.cs = p.b.cs = 1;
+  MatmulJob job = prepare_matmul(p, 1.0f, false, 0.0f, n, "float32 a (512, 512) @ b (512, 512)", false);
+  job.blas = openblas;
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {  // the first warms caches and JIT code up
+    const auto start = std::chrono::steady_clock::now();
+    run_matmul(job, c.as<char>());
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep > 0) best = std::min(best, t);
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best * 1e-9;
+}
+
 // Decides a float32 / float16 / bfloat16 product (K > 0) into an output
 // with row stride `ldc`: out = alpha * a @ b (+ beta * out when `sum`).
-// Throws, naming `what`, if oneDNN has no primitive for it.
+// Throws, naming `what`, if oneDNN has no primitive for it. `allow_blas`:
+// a large float32 product may go to OpenBLAS where it is the faster engine.
 MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, int64_t ldc,
-                         const std::string& what) {
+                         const std::string& what, bool allow_blas) {
   MatmulJob job;
   job.source = source;
   job.compute = onednn::compute_dtype(source.dtype, onednn::routes().bf16_matmul);
@@ -272,6 +320,11 @@ MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, 
                    static_cast<double>(source.N) * static_cast<double>(source.K) < onednn::kSmallWork;
   onednn::ThreadScope threads(job.single);
   choose_copies(job, false);
+  if (allow_blas && blas_can_take(job.plan, ldc) &&
+      blas::engine([] { return gemm_rate(false); }, [] { return gemm_rate(true); }) == blas::Engine::openblas) {
+    job.blas = true;
+    return job;
+  }
   job.prim = matmul_primitive(job, what);
   if (job.prim->reference) {
     // Layouts the fast kernels do not take (e.g. a broadcast src batch):
@@ -280,6 +333,27 @@ MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, 
     job.prim = matmul_primitive(job, what);
   }
   return job;
+}
+
+// The product through OpenBLAS, batch by batch (plain matrices: blas_can_take).
+void run_blas(const MatmulJob& job, const Plan& p, char* out) {
+  const int64_t count = product(p.batch);
+  const size_t nb = p.batch.size();
+  const bool a_trans = p.a.cs != 1, b_trans = p.b.cs != 1;
+  const int64_t lda = a_trans ? p.a.cs : p.a.rs, ldb = b_trans ? p.b.cs : p.b.rs;
+  const float beta = job.sum ? job.beta : 0.0f;
+  for (int64_t index = 0; index < count; ++index) {
+    int64_t ao = 0, bo = 0, r = index;
+    for (size_t i = nb; i-- > 0;) {
+      const int64_t k = r % p.batch[i];
+      r /= p.batch[i];
+      ao += k * p.a.bstrides[i];
+      bo += k * p.b.bstrides[i];
+    }
+    blas::sgemm(a_trans, b_trans, p.M, p.N, p.K, job.alpha, reinterpret_cast<const float*>(p.a.data) + ao, lda,
+                reinterpret_cast<const float*>(p.b.data) + bo, ldb, beta,
+                reinterpret_cast<float*>(out) + index * p.M * job.ldc, job.ldc);
+  }
 }
 
 // Runs a prepared product into `out` (oneDNN's dtype job.compute, row
@@ -295,6 +369,10 @@ void run_matmul(const MatmulJob& job, char* out) {
   };
   copy(p.a, job.source.a, p.M, p.K, job.copy_a, abuf);
   copy(p.b, job.source.b, p.K, p.N, job.copy_b, bbuf);
+  if (job.blas) {
+    run_blas(job, p, out);
+    return;
+  }
   const MatmulPrimitive& e = *job.prim;
   onednn::execute(e.prim,
                   {{DNNL_ARG_SRC, onednn::wrap(e.a_md, p.a.data)},
@@ -338,7 +416,7 @@ std::shared_ptr<const MatmulJob> plan_job(const Plan& p, int64_t out_numel, doub
                                           double beta, const std::string& what) {
   if (p.K == 0 || out_numel == 0 || p.dtype == CD_DTYPE_FLOAT64) return nullptr;
   return std::make_shared<const MatmulJob>(
-      prepare_matmul(p, static_cast<float>(alpha), use_c, static_cast<float>(beta), p.N, what));
+      prepare_matmul(p, static_cast<float>(alpha), use_c, static_cast<float>(beta), p.N, what, true));
 }
 
 // Runs a planned product in any float dtype into the contiguous output
@@ -415,7 +493,7 @@ void matmul_f32(int64_t M, int64_t N, int64_t K, const float* A, int64_t a_rs, i
   normalize_unit_dims(p.K, p.N, p.b.rs, p.b.cs);
   const std::string what = format("float32 a (%lld, %lld) @ b (%lld, %lld)", static_cast<long long>(M),
                                   static_cast<long long>(K), static_cast<long long>(K), static_cast<long long>(N));
-  run_matmul(prepare_matmul(p, 1.0f, false, 0.0f, ldc, what), reinterpret_cast<char*>(C));
+  run_matmul(prepare_matmul(p, 1.0f, false, 0.0f, ldc, what, true), reinterpret_cast<char*>(C));
 }
 
 namespace {

@@ -81,13 +81,7 @@ bool has_negative_stride(const View& v) {
   return false;
 }
 
-int max_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
+int max_threads() { return kernel_threads(); }
 
 // --------------------------------------------------------------- buffers --
 

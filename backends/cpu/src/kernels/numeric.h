@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "chipdock/cd_base.h"
+#include "threads.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -162,13 +163,14 @@ template <class F> bool dispatch_dtype(cd_dtype_t dtype, F&& fn) {
   return dispatch_dtype_as<float16_t>(dtype, std::forward<F>(fn));
 }
 
-// Runs fn(begin, end) over [0, n) in chunks on the OpenMP threads, or inline
-// when the work is smaller than `grain` elements (threads cost ~µs to wake).
+// Runs fn(begin, end) over [0, n) in chunks on the OpenMP threads (as many
+// as threads.h allows), or inline when the work is smaller than `grain`
+// elements (threads cost ~µs to wake).
 template <class F> void parallel_for(int64_t n, int64_t grain, F&& fn) {
   if (n <= 0) return;
 #ifdef _OPENMP
   if (n > grain) {
-#pragma omp parallel
+#pragma omp parallel num_threads(kernel_threads())
     {
       const int64_t threads = omp_get_num_threads();
       const int64_t id = omp_get_thread_num();

@@ -14,6 +14,7 @@
 #include "isa.h"
 #include "linalg_common.h"
 #include "tensor.h"
+#include "threads.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -362,9 +363,12 @@ void execute(const dnnl::primitive& prim, std::unordered_map<int, dnnl::memory> 
 
 ThreadScope::ThreadScope(bool single) {
 #ifdef _OPENMP
-  if (single && !omp_in_parallel()) {
-    saved_ = omp_get_max_threads();
-    omp_set_num_threads(1);
+  if (omp_in_parallel()) return;
+  const int now = omp_get_max_threads();
+  const int want = single ? 1 : kernel_threads();
+  if (want != now) {
+    saved_ = now;
+    omp_set_num_threads(want);
   }
 #else
   (void)single;

@@ -111,8 +111,9 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 // barrier costs more than the work, and far more on a loaded machine.
 constexpr double kSmallWork = 4e6;
 
-// While alive, oneDNN (and OpenMP) on this thread use one thread when
-// `single` is true. Create and execute a primitive under the same setting
+// While alive, oneDNN, OpenBLAS (and OpenMP) on this thread use one thread
+// when `single` is true, else kernel_threads() (threads.h: at most the CPU
+// quota). Create and execute a primitive under the same setting
 // (oneDNN fixes some thread partitions when it creates a primitive), and
 // put `single` in its cache key.
 class ThreadScope {

@@ -265,13 +265,7 @@ inline int64_t check_axis(int64_t axis, size_t ndim, const char* name) {
 
 // --- parallel loop --------------------------------------------------------------------
 
-inline int num_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();
-#else
-  return 1;
-#endif
-}
+inline int num_threads() { return kernel_threads(); }
 
 // Work below this many elements runs on the calling thread.
 constexpr int64_t kParallelGrain = 32768;

@@ -5,6 +5,7 @@
 #include "../error.h"
 #include "onednn.h"
 #include "tensor.h"
+#include "threads.h"
 
 namespace chipdock_cpu {
 
@@ -35,6 +36,7 @@ void register_all_kernels(cd_kernel_registry* registry) {
   // The ISA choice and oneDNN's routes, before any kernel is registered or
   // run (oneDNN fixes its ISA at first use).
   onednn::configure();
+  log_thread_choice();
   register_copy(registry);
   register_elementwise(registry);
   register_movement(registry);
