@@ -68,6 +68,9 @@ def test_manifest_lies_are_caught_before_dlopen(plugin_dir):
         "schema": ({"schema": 9}, "manifest schema 9 is not supported"),
         "type": ({"device_type": "gpu"}, "manifest says device type 'gpu' but the library says 'toy'"),
         "noname": ({"name": 3}, "manifest field 'name' must be a str"),
+        "envlist": ({"environment": ["A=1"]}, "manifest field 'environment' must be an object"),
+        "envname": ({"environment": {"A-B": "1"}}, "bad variable name 'A-B'"),
+        "envvalue": ({"environment": {"A": ""}}, "'environment.A' must be a non-empty string"),
     }
     manifests = {}
     for key, (override, _) in cases.items():
@@ -153,3 +156,35 @@ def test_doctor_explains_refusals(plugin_dir):
     toy = [b for b in info["backends"] if b["name"] == "toy"][0]
     assert toy["status"] == "refused" and "memory_allocate" in toy["reason"]
     assert info["devices"][0]["device"] == "cpu:0"
+
+
+ENVIRONMENT_REPORT = """
+import json, os, chipdock
+backends = [b.as_dict() for b in chipdock.backends()]
+print(json.dumps({"backends": backends, "seen": {k: os.environ.get(k) for k in ("TOY_SETTING", "TOY_USER")}}))
+"""
+
+
+def test_manifest_environment_defaults_are_set_before_the_library_opens_and_never_override(plugin_dir):
+    manifest = build_toy_plugin(plugin_dir / "env", "ok", manifest_overrides={
+        "environment": {"TOY_SETTING": "from-manifest", "TOY_USER": "from-manifest"}})
+    env = {"CHIPDOCK_PLUGIN_PATH": str(manifest), "TOY_USER": "mine"}
+    report = run_json(ENVIRONMENT_REPORT, env, unset=["TOY_SETTING"])
+    info = by_manifest(report)[str(manifest.resolve())]
+    assert info["status"] == "accepted", info["reason"]
+    assert report["seen"] == {"TOY_SETTING": "from-manifest", "TOY_USER": "mine"}
+    assert info["environment"] == {"TOY_SETTING": "set to from-manifest", "TOY_USER": "already mine: left alone"}
+
+
+def test_the_cpu_backend_defaults_openmp_to_passive_waiting():
+    """Spinning OpenMP threads make small models 10-30x slower beside a busy process (bench/shared_machine.py)."""
+    code = ("import json, os, chipdock\n"
+            "chipdock.devices()\n"
+            "cpu = next(b for b in chipdock.backends() if b.name == 'cpu')\n"
+            "log = [m for _, m in chipdock._C.plugin_log() if 'OpenMP threads' in m]\n"
+            "print(json.dumps([os.environ.get('OMP_WAIT_POLICY'), cpu.environment, log]))\n")
+    policy, environment, log = run_json(code, {}, unset=["OMP_WAIT_POLICY"])
+    assert policy == "PASSIVE" and environment == {"OMP_WAIT_POLICY": "set to PASSIVE"}
+    assert "OMP_WAIT_POLICY=PASSIVE" in log[0]
+    policy, environment, _ = run_json(code, {"OMP_WAIT_POLICY": "ACTIVE"})
+    assert policy == "ACTIVE" and environment == {"OMP_WAIT_POLICY": "already ACTIVE: left alone"}

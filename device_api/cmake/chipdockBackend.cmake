@@ -8,7 +8,12 @@
 #     [VERSION <version>]            the backend's own version
 #                                    (default: PROJECT_VERSION, else 0.0.0)
 #     [VENDOR_RUNTIME <name>] [RUNTIME_VERSION <version>]
-#     [DRIVER <name>] [DRIVER_MIN_VERSION <version>])
+#     [DRIVER <name>] [DRIVER_MIN_VERSION <version>]
+#     [ENVIRONMENT <NAME=VALUE>...]) defaults the core puts into the process
+#                                    environment before it opens the library,
+#                                    each only where NAME is unset (for the
+#                                    libraries the backend loads with it, e.g.
+#                                    OMP_WAIT_POLICY=PASSIVE for OpenMP)
 #
 #   Creates a MODULE library that links chipdock::device_api, hides every
 #   symbol (-fvisibility=hidden plus the linker script chipdock_plugin.map) so
@@ -38,7 +43,7 @@ endfunction()
 function(chipdock_add_backend target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "NAME;DEVICE_TYPE;VERSION;VENDOR_RUNTIME;RUNTIME_VERSION;DRIVER;DRIVER_MIN_VERSION"
-    "SOURCES")
+    "SOURCES;ENVIRONMENT")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "chipdock_add_backend(${target}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -108,6 +113,22 @@ function(chipdock_add_backend target)
   foreach(_field NAME DEVICE_TYPE VERSION VENDOR_RUNTIME RUNTIME_VERSION DRIVER DRIVER_MIN_VERSION)
     _chipdock_json_value(_j_${_field} "${arg_${_field}}")
   endforeach()
+  set(_environment "")
+  foreach(_pair IN LISTS arg_ENVIRONMENT)
+    if(NOT _pair MATCHES "^([A-Za-z_][A-Za-z0-9_]*)=(.+)$")
+      message(FATAL_ERROR "chipdock_add_backend(${target}): ENVIRONMENT entry '${_pair}' is not NAME=VALUE "
+                          "(a non-empty VALUE)")
+    endif()
+    _chipdock_json_value(_key "${CMAKE_MATCH_1}")
+    _chipdock_json_value(_value "${CMAKE_MATCH_2}")
+    if(_environment)
+      string(APPEND _environment ", ")
+    endif()
+    string(APPEND _environment "${_key}: ${_value}")
+  endforeach()
+  if(_environment)
+    set(_environment ",\n  \"environment\": {${_environment}}")
+  endif()
   set(_json "{
   \"schema\": 1,
   \"name\": ${_j_NAME},
@@ -116,7 +137,7 @@ function(chipdock_add_backend target)
   \"library\": \"$<TARGET_FILE_NAME:${target}>\",
   \"abi\": {\"major\": ${_chipdock_abi_major}, \"minor\": ${_chipdock_abi_minor}},
   \"vendor_runtime\": {\"name\": ${_j_VENDOR_RUNTIME}, \"version\": ${_j_RUNTIME_VERSION}},
-  \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}
+  \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}${_environment}
 }
 ")
   file(GENERATE

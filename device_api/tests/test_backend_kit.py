@@ -162,7 +162,8 @@ find_package(chipdock 1.0 CONFIG REQUIRED)
 find_package(Threads REQUIRED)
 chipdock_add_backend(toy_cxx SOURCES toy_backend.cpp NAME toy
   VENDOR_RUNTIME "Toy \\"RT\\"" RUNTIME_VERSION 12.4
-  DRIVER "toy\\\\drv" DRIVER_MIN_VERSION 550.1)
+  DRIVER "toy\\\\drv" DRIVER_MIN_VERSION 550.1
+  ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE" "TOY_PATH=a=b \\"c\\"")
 target_link_libraries(toy_cxx PRIVATE Threads::Threads)
 chipdock_install_backend(toy_cxx DESTINATION lib/chipdock COMPONENT backend)
 """)
@@ -177,6 +178,7 @@ chipdock_install_backend(toy_cxx DESTINATION lib/chipdock COMPONENT backend)
     assert manifest["library"] == "libtoy_cxx.so"
     assert manifest["vendor_runtime"] == {"name": 'Toy "RT"', "version": "12.4"}
     assert manifest["driver"] == {"name": "toy\\drv", "min_version": "550.1"}
+    assert manifest["environment"] == {"OMP_WAIT_POLICY": "PASSIVE", "TOY_PATH": 'a=b "c"'}
     functions = [n for kind, n in exported_symbols(installed / "libtoy_cxx.so") if kind in "TtWwi"]
     assert functions == ["chipdock_plugin_entry"]
     result = drive(installed / "libtoy_cxx.so", "run")
@@ -232,6 +234,8 @@ message(STATUS "RESULT include ${{inc}}")
     ("NAME toy", "SOURCES is required"),
     ("SOURCES x.c RUNTIME_VERSION 1", "RUNTIME_VERSION needs VENDOR_RUNTIME"),
     ("BOGUS 1 SOURCES x.c", "unknown arguments"),
+    ("SOURCES x.c ENVIRONMENT NOVALUE", "ENVIRONMENT entry 'NOVALUE' is not NAME=VALUE"),
+    ("SOURCES x.c ENVIRONMENT 1BAD=x", "ENVIRONMENT entry '1BAD=x' is not NAME=VALUE"),
 ])
 def test_add_backend_rejects_bad_arguments(tmp_path: Path, arguments: str, message: str) -> None:
     cmake_dir, _ = kit_cmake_dir()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
@@ -46,6 +47,9 @@ class BackendInfo:
     device_count: int = 0
     device_error: str = ""
     kernel_count: int = 0
+    # The manifest's environment defaults: NAME -> what happened ("set to X",
+    # or "already X: left alone").
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def accepted(self) -> bool:
@@ -126,6 +130,23 @@ def _unsupported(entries: Any) -> list[dict[str, Any]]:
     return out
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _environment(entries: Any) -> dict[str, str]:
+    """The optional ``environment`` object: defaults to set before the library is opened."""
+    if entries is None:
+        return {}
+    if not isinstance(entries, dict):
+        raise ManifestError(f"manifest field 'environment' must be an object, got {entries!r}")
+    for name, value in entries.items():
+        if not _ENV_NAME.match(name):
+            raise ManifestError(f"manifest field 'environment' has a bad variable name {name!r}")
+        if not isinstance(value, str) or not value:
+            raise ManifestError(f"manifest field 'environment.{name}' must be a non-empty string, got {value!r}")
+    return dict(entries)
+
+
 def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
     """Parses and checks one manifest; raises ManifestError with the reason."""
     try:
@@ -152,6 +173,7 @@ def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
         raise ManifestError(f"the library {library} named by the manifest does not exist")
     return {
         "unsupported": _unsupported(data.get("unsupported")),
+        "environment": _environment(data.get("environment")),
         "manifest_path": str(path.resolve()),
         "name": _require(data, "name", str),
         "device_type": _require(data, "device_type", str),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,7 @@ def _load_one(cand: _discovery.Candidate) -> BackendInfo:
         library_path=manifest["library_path"], vendor_runtime=manifest["vendor_runtime"],
         driver=manifest["driver"],
     )
+    info.environment = _apply_environment(manifest["environment"])
     try:
         loaded = _C.load_plugin(manifest)
     except ChipdockError as exc:
@@ -59,6 +61,24 @@ def _load_one(cand: _discovery.Candidate) -> BackendInfo:
     info.device_error = loaded["device_error"]
     info.kernel_count = loaded["kernel_count"]
     return info
+
+
+def _apply_environment(defaults: dict[str, str]) -> dict[str, str]:
+    """Sets the manifest's environment defaults that are unset, before the library opens.
+
+    Libraries a backend loads with it read some settings only once, when they
+    load (OpenMP's OMP_WAIT_POLICY), so this is the one moment to give them a
+    default. A value the user has set always wins.
+    """
+    done: dict[str, str] = {}
+    for name, value in defaults.items():
+        current = os.environ.get(name)
+        if current is None:
+            os.environ[name] = value
+            done[name] = f"set to {value}"
+        else:
+            done[name] = f"already {current}: left alone"
+    return done
 
 
 def _ensure_loaded() -> list[BackendInfo]:

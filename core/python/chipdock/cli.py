@@ -18,7 +18,9 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
-ENV_VARS = ("CHIPDOCK_PLUGIN_PATH", "CHIPDOCK_CPU_STRICT", "CHIPDOCK_CPU_DEVICES", "CHIPDOCK_CPU_MEMORY_LIMIT")
+ENV_VARS = ("CHIPDOCK_PLUGIN_PATH", "CHIPDOCK_CPU_STRICT", "CHIPDOCK_CPU_DEVICES", "CHIPDOCK_CPU_MEMORY_LIMIT",
+            "CHIPDOCK_CPU_ISA", "CHIPDOCK_CPU_HIDE_FEATURES", "CHIPDOCK_CPU_BF16", "CHIPDOCK_CPU_GEMM",
+            "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
 def _backend_table(backends: list[dict[str, Any]]) -> Table:
@@ -101,6 +103,8 @@ def doctor(as_json: bool) -> None:
         verdict = "[green]accepted[/]" if b["status"] == "accepted" else f"[red]refused[/]: {b['reason']}"
         console.print(f"\n[bold]{b['name']}[/] {b['version']} (ABI {b['abi_version'] or '?'}) {verdict}")
         console.print(f"  source: {b['source']}\n  manifest: {b['manifest_path']}\n  library: {b['library_path']}")
+        for name, what in b.get("environment", {}).items():
+            console.print(f"  environment default (manifest): {name} {what}")
         if b["status"] == "accepted":
             console.print(f"  devices: {b['device_count']} {b['device_error']}  kernels: {b['kernel_count']}")
     for d in info["devices"]:

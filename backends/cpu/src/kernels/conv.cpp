@@ -575,7 +575,7 @@ std::shared_ptr<const ConvJob> plan_conv(const ConvShape& s, cd_dtype_t dt, cons
   const double flops = 2.0 * static_cast<double>(s.N * s.K) * static_cast<double>(s.C / s.G) *
                        static_cast<double>(s.R * s.S) *
                        static_cast<double>(s.transposed ? s.H * s.W : job->oh * job->ow);
-  job->single = flops < onednn::kSmallWork;
+  job->single = onednn::small_work(flops);
   onednn::ThreadScope threads(job->single);
   job->entry = conv_primitive(s, cdt, x, w, v.bias != nullptr, job->out_strides, job->oh, job->ow,
                               v.residual ? &res : nullptr, job->single);

@@ -316,8 +316,9 @@ MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, 
   job.sum = sum;
   job.beta = beta;
   job.ldc = ldc;
-  job.single = 2.0 * static_cast<double>(product(source.batch)) * static_cast<double>(source.M) *
-                   static_cast<double>(source.N) * static_cast<double>(source.K) < onednn::kSmallWork;
+  const double flops = 2.0 * static_cast<double>(product(source.batch)) * static_cast<double>(source.M) *
+                       static_cast<double>(source.N) * static_cast<double>(source.K);
+  job.single = onednn::small_work(flops);
   onednn::ThreadScope threads(job.single);
   choose_copies(job, false);
   if (allow_blas && blas_can_take(job.plan, ldc) &&

@@ -169,7 +169,7 @@ template <class F> bool dispatch_dtype(cd_dtype_t dtype, F&& fn) {
 template <class F> void parallel_for(int64_t n, int64_t grain, F&& fn) {
   if (n <= 0) return;
 #ifdef _OPENMP
-  if (n > grain) {
+  if (n > grain * grain_scale()) {
 #pragma omp parallel num_threads(kernel_threads())
     {
       const int64_t threads = omp_get_num_threads();

@@ -15,6 +15,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "chipdock/cd_base.h"
+#include "threads.h"
 
 namespace chipdock_cpu {
 namespace onednn {
@@ -110,6 +111,7 @@ dnnl::memory wrap(const dnnl::memory::desc& md, const void* data);
 // Work below this many flops runs on the calling thread alone: an OpenMP
 // barrier costs more than the work, and far more on a loaded machine.
 constexpr double kSmallWork = 4e6;
+inline bool small_work(double flops) { return flops < kSmallWork * static_cast<double>(grain_scale()); }
 
 // While alive, oneDNN, OpenBLAS (and OpenMP) on this thread use one thread
 // when `single` is true, else kernel_threads() (threads.h: at most the CPU

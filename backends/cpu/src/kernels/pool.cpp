@@ -343,8 +343,9 @@ std::shared_ptr<const PoolPrimitive> avg_pool_primitive(const PoolShape& s, cons
   const int64_t pb_eff = (s.OH - 1) * s.sh + s.kh - s.H - s.pt;
   const int64_t pr_eff = (s.OW - 1) * s.sw + s.kw - s.W - s.pl;
   if (s.include_pad && (pb_eff > s.pb || pr_eff > s.pr)) return nullptr;
-  const bool single = static_cast<double>(s.N * s.C * s.OH * s.OW) * static_cast<double>(s.kh * s.kw) <
-                      onednn::kSmallWork / 4;
+  // A pool does about a quarter of a convolution's work per "flop" counted.
+  const bool single = onednn::small_work(4.0 * static_cast<double>(s.N * s.C * s.OH * s.OW) *
+                                         static_cast<double>(s.kh * s.kw));
   onednn::ThreadScope threads(single);
   onednn::Key key("avgpool");
   key.add(static_cast<int64_t>(x.dtype)).add(x.shape).add(x.strides);

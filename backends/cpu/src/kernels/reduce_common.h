@@ -276,7 +276,7 @@ constexpr int64_t kParallelGrain = 32768;
 // first one is kept and rethrown on the calling thread.
 template <class F> void parallel_items(int64_t items, int64_t work, F&& fn) {
   if (items <= 0) return;
-  if (work < kParallelGrain || items == 1) {
+  if (work < kParallelGrain * grain_scale() || items == 1) {
     fn(int64_t{0}, items);
     return;
   }

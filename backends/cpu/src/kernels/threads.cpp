@@ -2,6 +2,7 @@
 #include "threads.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -114,6 +115,20 @@ int kernel_threads() {
 #endif
   const int limit = cpu_quota();
   return limit > 0 && limit < omp ? limit : omp;
+}
+
+int64_t grain_scale() {
+  static const int64_t scale = [] {
+    auto lower = [](const char* v) {
+      std::string s = v != nullptr ? v : "";
+      for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    };
+    const std::string policy = lower(std::getenv("OMP_WAIT_POLICY"));
+    const std::string spin = lower(std::getenv("GOMP_SPINCOUNT"));
+    return policy == "passive" || spin == "0" ? kPassiveGrainScale : int64_t{1};
+  }();
+  return scale;
 }
 
 void log_thread_choice() {

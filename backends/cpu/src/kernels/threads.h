@@ -10,6 +10,7 @@
 #ifndef CHIPDOCK_CPU_KERNELS_THREADS_H_
 #define CHIPDOCK_CPU_KERNELS_THREADS_H_
 
+#include <cstdint>
 #include <string>
 
 namespace chipdock_cpu {
@@ -24,6 +25,14 @@ const std::string& cpu_quota_text();
 
 // min(omp_get_max_threads() on the calling thread, cpu_quota()).
 int kernel_threads();
+
+// How many times more work a loop needs before it wakes other threads:
+// 1 while idle OpenMP threads spin, kPassiveGrainScale when they sleep
+// (OMP_WAIT_POLICY=PASSIVE, GOMP_SPINCOUNT=0). A sleeping thread takes tens
+// of microseconds to wake (45 us on a 2-core VM, against 1 us spinning),
+// so only longer work gains from it. Read once.
+constexpr int64_t kPassiveGrainScale = 4;
+int64_t grain_scale();
 
 // Logs (INFO) how many threads the kernels use and what limits them.
 void log_thread_choice();
