@@ -24,7 +24,8 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -372,6 +373,17 @@ class _Session:
                 pass
 
 
+def _result_waking_for_signals(future: Future[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """future.result(), waking twice a second: a signal (Ctrl-C, SIGTERM) that the kernel delivered to another
+    thread of this process (a backend's stream or OpenMP thread) only sets Python's flag, and the main thread
+    runs the handler once it next executes bytecode; a wait without a timeout could sleep through it."""
+    while True:
+        try:
+            return future.result(timeout=0.5)
+        except FuturesTimeout:
+            continue
+
+
 def run_batch(batch: Batch, session: _Session) -> list[dict[str, Any]]:
     """Runs a batch to its end, starting a new child after each crash or hang at the next case; returns the
     records in the order they came (the batch's order, with any worker entry where it happened)."""
@@ -537,7 +549,7 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
             futures = [pool.submit(run_batch, batch, session) for batch in batches]
             try:
                 for future in futures:  # in batch order, which is the suites' order
-                    records += future.result()
+                    records += _result_waking_for_signals(future)
             except BaseException:  # Ctrl-C, or a bug: leave no worker behind
                 session.stop()
                 raise
