@@ -25,6 +25,12 @@
 #
 #   Installs the library and its manifest side by side into <dir>.
 #
+# chipdock_use_compiler_cache()
+#
+#   Compiles the targets made after it through ccache when ccache is on PATH
+#   (and CHIPDOCK_CCACHE is not OFF, and no launcher is set already): a
+#   rebuild of unchanged sources, in another build folder too, costs nothing.
+#
 # Needs CMake >= 3.17; include it through find_package(chipdock).
 
 function(_chipdock_json_value out value)
@@ -170,3 +176,18 @@ function(chipdock_install_backend target)
   install(FILES "$<TARGET_FILE_DIR:${target}>/${_name}.chipdock.json"
           DESTINATION "${arg_DESTINATION}" ${_component})
 endfunction()
+
+macro(chipdock_use_compiler_cache)
+  option(CHIPDOCK_CCACHE "Compile through ccache when it is installed" ON)
+  if(CHIPDOCK_CCACHE)
+    find_program(CHIPDOCK_CCACHE_PROGRAM ccache)
+    if(CHIPDOCK_CCACHE_PROGRAM)
+      foreach(_chipdock_lang C CXX CUDA)
+        if(NOT CMAKE_${_chipdock_lang}_COMPILER_LAUNCHER)
+          set(CMAKE_${_chipdock_lang}_COMPILER_LAUNCHER "${CHIPDOCK_CCACHE_PROGRAM}")
+        endif()
+      endforeach()
+      message(STATUS "chipdock: compiling through ${CHIPDOCK_CCACHE_PROGRAM}")
+    endif()
+  endif()
+endmacro()
