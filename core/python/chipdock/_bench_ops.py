@@ -54,12 +54,15 @@ def _ratio(ours: float | None, theirs: float | None, unit: str) -> float | None:
 
 
 def _best_interleaved(runs: list[tuple[Callable[[], object], Callable[[], object]]], repeat: int,
-                      number: int) -> list[float]:
+                      number: int, settle: float = 0.0) -> list[float]:
     """Best seconds per call of each (fn, sync), their rounds interleaved.
 
     Round r times every contender once before round r + 1 starts, so a slow
     phase of a shared, noisy machine (turbo, neighbours) hits all of them
-    alike instead of whichever happened to run then.
+    alike instead of whichever happened to run then. `settle` seconds pass
+    after each contender's turn: a multi-threaded library's idle threads spin
+    for a while after its call (NumPy's OpenBLAS about 0.1 s, PyTorch's
+    OpenMP a few ms) and would otherwise slow the next contender down.
     """
     for fn, sync in runs:  # warm up: first-call costs, caches, oneDNN primitives
         fn()
@@ -72,7 +75,13 @@ def _best_interleaved(runs: list[tuple[Callable[[], object], Callable[[], object
                 fn()
             sync()
             best[i] = min(best[i], (time.perf_counter() - start) / number)
+            if settle:
+                time.sleep(settle)
     return best
+
+
+# Seconds between contenders of the multi-threaded cases (see _best_interleaved).
+_SETTLE = 0.15
 
 
 def _rate(case: Case, seconds: float) -> float:
@@ -82,7 +91,7 @@ def _rate(case: Case, seconds: float) -> float:
 
 
 def _measure(case: Case, ours: Callable[[], object] | None, theirs_torch: Callable[[], object] | None,
-             theirs_numpy: Callable[[], object] | None, repeat: int, number: int) -> Case:
+             theirs_numpy: Callable[[], object] | None, repeat: int, number: int, settle: float = 0.0) -> Case:
     def nothing() -> None:
         return None
 
@@ -97,7 +106,7 @@ def _measure(case: Case, ours: Callable[[], object] | None, theirs_torch: Callab
         contenders.append(("torch", theirs_torch, nothing))
     if theirs_numpy is not None:
         contenders.append(("numpy", theirs_numpy, nothing))
-    seconds = _best_interleaved([(fn, sync) for _, fn, sync in contenders], repeat, number)
+    seconds = _best_interleaved([(fn, sync) for _, fn, sync in contenders], repeat, number, settle)
     for (name, _, _), sec in zip(contenders, seconds, strict=True):
         setattr(case, name, _rate(case, sec))
     return case
@@ -122,7 +131,8 @@ def _elementwise_cases(n: int, repeat: int) -> list[Case]:
         (Case(f"cast f32->i32 {label}", "GB/s", 8 * n), lambda: ops.cast(a, to=int32),
          ta is not None and (lambda: ta.to(torch.int32)), lambda: a_np.astype(np.int32)),
     ]
-    return [_measure(c, o, t or None, nu, repeat, 3) for c, o, t, nu in cases]
+    settle = _SETTLE if n >= 1 << 20 else 0.0
+    return [_measure(c, o, t or None, nu, repeat, 3, settle) for c, o, t, nu in cases]
 
 
 def _overhead_case(repeat: int) -> Case:
@@ -146,7 +156,7 @@ def _matmul_case(n: int, dtype: Any, repeat: int) -> Case:
         ta, tb = torch.from_numpy(a_np).to(tdt), torch.from_numpy(b_np).to(tdt)
         tt = lambda: torch.matmul(ta, tb)  # noqa: E731
     nu = (lambda: a_np @ b_np) if dtype is float32 else None
-    return _measure(case, lambda: ops.matmul(a, b), tt, nu, repeat, 1)
+    return _measure(case, lambda: ops.matmul(a, b), tt, nu, repeat, 1, _SETTLE if n >= 512 else 0.0)
 
 
 def _conv_case(shape: tuple[int, ...], weight: tuple[int, ...], stride: int, pad: int, repeat: int) -> Case:
@@ -164,7 +174,7 @@ def _conv_case(shape: tuple[int, ...], weight: tuple[int, ...], stride: int, pad
         tx, tw = torch.from_numpy(x_np), torch.from_numpy(w_np)
         tt = lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)  # noqa: E731
     ours = lambda: ops.conv2d(x, wt, stride=(stride, stride), padding=(pad, pad, pad, pad))  # noqa: E731
-    return _measure(case, ours, tt, None, repeat, 3)
+    return _measure(case, ours, tt, None, repeat, 3, _SETTLE if flops >= 1e8 else 0.0)
 
 
 def _row_cases(repeat: int) -> list[Case]:
@@ -190,8 +200,8 @@ def _row_cases(repeat: int) -> list[Case]:
         mu = l_np.mean(-1, keepdims=True)
         return (l_np - mu) / np.sqrt(l_np.var(-1, keepdims=True) + 1e-5) * g_np + b_np
 
-    cases.append(_measure(softmax, lambda: ops.softmax(s, axis=-1), ts, np_softmax, repeat, 2))
-    cases.append(_measure(layer_norm, lambda: ops.layer_norm(ln, g, b), tl, np_layer_norm, repeat, 2))
+    cases.append(_measure(softmax, lambda: ops.softmax(s, axis=-1), ts, np_softmax, repeat, 2, _SETTLE))
+    cases.append(_measure(layer_norm, lambda: ops.layer_norm(ln, g, b), tl, np_layer_norm, repeat, 2, _SETTLE))
     return cases
 
 
@@ -205,13 +215,44 @@ def run(quick: bool = False, runs: int = 1) -> dict[str, Any]:
     rounds = [_run_once(quick) for _ in range(max(runs, 1))]
     cases = [_median_case(list(versions)) for versions in zip(*rounds, strict=True)]
     return {
-        "machine": platform.machine(), "cpus": os.cpu_count(), "quick": quick, "runs": len(rounds),
+        "machine": platform.machine(), "cpu": _cpu_name(), "cpus": os.cpu_count(), "quick": quick,
+        "runs": len(rounds), "isa": _isa_settings(),
         "torch": getattr(torch, "__version__", None), "numpy": np.__version__,
         "device": str(_runtime.get_default_device()),
         "cases": [{**asdict(c), "vs_torch": c.vs_torch, "vs_numpy": c.vs_numpy,
                    "runs": [{"ours": r.ours, "torch": r.torch, "numpy": r.numpy} for r in versions]}
                   for c, versions in zip(cases, zip(*rounds, strict=True), strict=True)],
     }
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+# Variables that hold a library beneath what the CPU offers (chipdock's,
+# oneDNN's, PyTorch's, MKL's, OpenBLAS's, NumPy's): a table made under them
+# says so.
+_ISA_VARIABLES = ("CHIPDOCK_CPU_ISA", "CHIPDOCK_CPU_HIDE_FEATURES", "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY",
+                  "MKL_ENABLE_INSTRUCTIONS", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES")
+
+
+def _isa_settings() -> dict[str, Any]:
+    """The CPU device's kernel level and oneDNN's, and every ISA cap in the environment."""
+    from . import _C
+
+    dev = _runtime.get_default_device()
+    log = [m for _, m in _C.plugin_log()]
+    onednn = [m for m in log if "oneDNN" in m and " at " in m]
+    gemm = [m for m in log if "float32 GEMM" in m]
+    return {"architecture": dev.properties()["architecture"], "backend": onednn[-1] if onednn else None,
+            "gemm": gemm[-1] if gemm else None, "caps": {k: os.environ[k] for k in _ISA_VARIABLES if k in os.environ}}
 
 
 def _median_case(versions: list[Case]) -> Case:
