@@ -109,18 +109,45 @@ def test_an_exception_fails_the_case_with_its_type_and_message(full_run):
     assert "run_case" not in raised["details"]  # the worker's own frame is left out
 
 
+# Starts Python with SIGINT at its default, then runs the rest of the command line. A child inherits an ignored
+# SIGINT, and Python installs no Ctrl-C handler in a process that starts with SIGINT ignored; this test's own
+# process has had SIGINT (and SIGQUIT) ignored at times under the full suite, as a system() call in another thread
+# sets them while it runs, so the runner must not depend on what it inherits here.
+WITH_DEFAULT_SIGINT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                       "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+def _signal_state(pid: int) -> str:
+    """Signal masks and dispositions of `pid`'s threads and of this process (for a runner that ignores one)."""
+    lines = []
+    for status in [Path(f"/proc/{os.getpid()}/status"), *sorted(Path(f"/proc/{pid}/task").glob("*/status"))]:
+        try:
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        wchan = status.with_name("wchan")
+        lines.append(f"{status.parent}: {fields.get('Name', '').strip()} " + " ".join(
+            f"{k}={fields.get(k, '').strip()}" for k in ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+            + (f" wchan={wchan.read_text()}" if wchan.exists() else ""))
+    return "\n".join(lines)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=lambda s: s.name)
 def test_an_interrupted_run_leaves_no_worker_behind(tmp_path, signum):
     pidfile = tmp_path / "worker.pid"
-    proc = subprocess.Popen([sys.executable, "-m", "chipdock.cli", "conformance", "--device", "cpu", "--only",
-                             "fake/hang/sleep", "--report", str(tmp_path)], env=fake_env(CONFORMANCE_FAKE_PIDFILE=str(
-                             pidfile)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-c", WITH_DEFAULT_SIGINT, "-m", "chipdock.cli", "conformance", "--device",
+                             "cpu", "--only", "fake/hang/sleep", "--report", str(tmp_path)],
+                            env=fake_env(CONFORMANCE_FAKE_PIDFILE=str(pidfile)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while not pidfile.exists() or not pidfile.read_text():
         assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
         time.sleep(0.1)
     proc.send_signal(signum)  # SIGKILL: the worker has asked the kernel to kill it with the runner
-    assert proc.wait(30) != 0
+    try:
+        assert proc.wait(30) != 0
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the runner did not exit after {signum.name}:\n{_signal_state(proc.pid)}") from None
     worker = int(pidfile.read_text())
     while time.monotonic() < deadline:
         try:
