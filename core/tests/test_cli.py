@@ -32,6 +32,17 @@ def test_check_json_covers_every_device_and_step():
     assert cpu["status"] == "accepted" and cpu["abi_version"] == report["abi_version"]
 
 
+def test_check_shows_a_clamped_isa_as_a_warning():
+    """CHIPDOCK_CPU_ISA above the CPU (faked by hiding AVX-512) passes the check, with the clamp said aloud."""
+    env = {"CHIPDOCK_CPU_ISA": "avx512", "CHIPDOCK_CPU_HIDE_FEATURES": "avx512"}
+    proc = chipdock_cli("check", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning: cpu: CHIPDOCK_CPU_ISA=avx512 asks for avx512, but this CPU offers only" in proc.stdout
+    report = json.loads(chipdock_cli("check", "--json", env=env).stdout)
+    assert any("CHIPDOCK_CPU_ISA=avx512" in w for w in report["warnings"])
+    assert json.loads(chipdock_cli("check", "--json").stdout)["warnings"] == []
+
+
 def test_check_fails_with_a_non_zero_exit_when_a_device_fails():
     # 1 MiB of device memory cannot hold the 4 MiB smoke test buffers.
     proc = chipdock_cli("check", "--json", env={"CHIPDOCK_CPU_MEMORY_LIMIT": "1M"})

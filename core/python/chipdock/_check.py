@@ -137,6 +137,9 @@ def check_device(dev: Device) -> DeviceResult:
     return result
 
 
+_LOG_WARNING = 2  # CD_LOG_WARNING (cd_base.h)
+
+
 def run_check() -> dict[str, Any]:
     """Runs the whole check and returns it as a JSON-able dict."""
     backends = _runtime.backends()
@@ -148,4 +151,7 @@ def run_check() -> dict[str, Any]:
         "abi_version": "{}.{}".format(*_runtime._C.ABI_VERSION),
         "backends": [b.as_dict() for b in backends],
         "devices": [{**asdict(r), "ok": r.ok} for r in results],
+        # What the backends logged as warnings while loading (a setting they clamped, a library they could not
+        # use): the check passes, but the user should read them.
+        "warnings": [message for level, message in _runtime._C.plugin_log() if level >= _LOG_WARNING],
     }

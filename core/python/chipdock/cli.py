@@ -69,6 +69,8 @@ def check(as_json: bool) -> None:
         console.print(f"chipdock {report['core_version']} (device ABI {report['abi_version']})")
         console.print(_backend_table(report["backends"]))
         console.print(_device_table(report["devices"]))
+        for message in report["warnings"]:
+            console.print(f"[yellow]warning[/]: {message}")
         if not report["devices"]:
             console.print("[red]no devices found[/]")
         console.print("[green]all devices passed[/]" if report["ok"] else "[red]check FAILED[/]")
