@@ -11,7 +11,7 @@ real AVX2 machine (an AMD Zen's caches and FMA units differ), and each file
 names the CPU it ran on and the caps.
 
     python3 bench/ops_per_isa.py                  # bench/results/ops-cpu-<level>.json, 3 runs each (medians)
-    python3 bench/ops_per_isa.py --levels avx2 --runs 1
+    python3 bench/ops_per_isa.py --levels avx2 baseline --runs 1
 """
 
 from __future__ import annotations
@@ -24,13 +24,31 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
-NUMPY_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR"
-CAPS = {
-    "avx512": {},
-    "avx2": {"CHIPDOCK_CPU_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
-             "NPY_DISABLE_CPU_FEATURES": NUMPY_AVX512},
-}
+def numpy_targets(level: str) -> str:
+    """NumPy's dispatch targets above `level`, for NPY_DISABLE_CPU_FEATURES (NumPy 2.4 groups them as X86_V3,
+    X86_V4, AVX512_ICL ...; older ones name AVX512F, AVX512_SKX ...). Unknown names are ignored silently, so
+    they come from NumPy itself."""
+    import numpy._core._multiarray_umath as umath
+
+    targets = list(getattr(umath, "__cpu_dispatch__", []))
+    if level == "avx2":
+        return " ".join(t for t in targets if "AVX512" in t or t == "X86_V4")
+    return " ".join(targets)  # baseline: NumPy's own baseline only
+
+
+def caps(level: str) -> dict[str, str]:
+    """Every library of the run held to `level`."""
+    if level == "avx512":
+        return {}
+    if level == "avx2":
+        return {"CHIPDOCK_CPU_ISA": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+                "MKL_ENABLE_INSTRUCTIONS": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+                "NPY_DISABLE_CPU_FEATURES": numpy_targets("avx2")}
+    # baseline: chipdock's x86-64 baseline; the others at their lowest level (oneDNN SSE4.1, MKL SSE4.2,
+    # OpenBLAS Nehalem, NumPy its x86-64-v2 baseline).
+    return {"CHIPDOCK_CPU_ISA": "baseline", "ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default",
+            "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "OPENBLAS_CORETYPE": "Nehalem",
+            "NPY_DISABLE_CPU_FEATURES": numpy_targets("baseline")}
 
 
 def cpu_flags() -> set[str]:
@@ -42,11 +60,12 @@ def cpu_flags() -> set[str]:
 
 def available() -> list[str]:
     flags = cpu_flags()
-    levels = []
+    levels = ["baseline"]
     if {"avx2", "fma", "f16c", "bmi2"} <= flags:
         levels.append("avx2")
         if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
             levels.insert(0, "avx512")
+    levels.sort(key=["avx512", "avx2", "baseline"].index)
     return levels
 
 
@@ -57,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     levels = args.levels or available()
     for level in levels:
-        env = {k: v for k, v in os.environ.items() if k not in CAPS["avx2"]}
-        env.update(CAPS[level])
+        held = caps(level)
+        env = {k: v for k, v in os.environ.items() if k not in caps("baseline")}
+        env.update(held)
         out = RESULTS / f"ops-cpu-{level}.json"
-        print(f"=== {level}: {' '.join(f'{k}={v}' for k, v in CAPS[level].items()) or 'no caps'}", flush=True)
+        print(f"=== {level}: {' '.join(f'{k}={v}' for k, v in held.items()) or 'no caps'}", flush=True)
         done = subprocess.run([sys.executable, "-m", "chipdock.cli", "bench", "ops", "--runs", str(args.runs),
                                "--json", str(out)], env=env)
         if done.returncode != 0:
