@@ -348,15 +348,6 @@ def markdown(results: list[Result], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cpu_name() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    return next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
-                platform.machine())
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", help="short names (resnet50, vgg19, ...); default all 9")
@@ -376,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     import onnxruntime
 
     import chipdock
+    from chipdock._host import cpu_model
 
     available = light_models()
     names = args.models or list(available)
@@ -393,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
     profiles = {name: profile(available[name], args.threads, args.seed) for name in names} if args.profile else {}
     meta = {"chipdock": chipdock.__version__, "onnxruntime": onnxruntime.__version__, "threads": args.threads,
-            "machine": platform.machine(), "processor": _cpu_name(),
+            "machine": platform.machine(), "processor": cpu_model(),
             "load_average": {"start": load_at_start, "end": os.getloadavg()},
             "cpu_count": os.cpu_count(), "python": platform.python_version(),
             # The CPU device's kernel level, oneDNN's, and any cap in the environment: a table made under

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from chipdock._host import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODELS = ["squeezenet", "shufflenet", "inception_v1", "resnet50"]
@@ -48,13 +49,6 @@ def light_model(name: str) -> Path:
     import onnx
 
     return Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 # --- the worker: one model, one configuration, one process ------------------------------
@@ -186,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if cgroup is not None:
             cgroup.rmdir()
-    meta = {"cpu": cpu_name(), "cpus": os.cpu_count(), "threads": args.threads, "runs": args.runs,
+    meta = {"cpu": cpu_model(), "cpus": os.cpu_count(), "threads": args.threads, "runs": args.runs,
             "quota": quota_note, "python": sys.version.split()[0]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")

@@ -21,6 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from chipdock._host import cpu_model
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 PROBES = {
@@ -67,13 +69,6 @@ print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "first_op_s": t3 - t2,
 """
 
 
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
 def levels() -> list[str]:
     flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
     out = ["baseline"]
@@ -116,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"{r['what']:34s} {r['import_s'] * 1e3:10.1f} {r['load_s'] * 1e3:8.1f} {r['first_op_s'] * 1e3:10.2f} "
               f"{r['rss_kib'] / 1024:8.1f}  {', '.join(r['heavy_libraries']) or '-'}")
-    meta = {"cpu": cpu_name(), "cpus": os.cpu_count(), "repeat": args.repeat, "python": sys.version.split()[0]}
+    meta = {"cpu": cpu_model(), "cpus": os.cpu_count(), "repeat": args.repeat, "python": sys.version.split()[0]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
     print(f"wrote {args.out}")

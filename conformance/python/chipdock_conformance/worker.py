@@ -107,20 +107,10 @@ def device_problem(device: str, option: str = "--device") -> str | None:
     return None
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def device_header(device: str) -> dict[str, Any]:
     """Versions and identity of the device under test, its backend, the core and the host."""
     import chipdock
+    from chipdock._host import cpu_model
 
     dev = chipdock.device(device)
     props = dev.properties()
@@ -138,7 +128,7 @@ def device_header(device: str) -> dict[str, Any]:
         "device_vendor": props.get("vendor"),
         "device_architecture": props.get("architecture"),
         "host": {
-            "name": platform.node(), "os": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+            "name": platform.node(), "os": platform.platform(), "cpu": cpu_model(), "cpu_count": os.cpu_count(),
         },
         "python_version": platform.python_version(),
     }

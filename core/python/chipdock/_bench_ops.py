@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _runtime, _tensor, ops
 from ._dtypes import bfloat16, float16, float32, int32
+from ._host import cpu_model
 
 try:  # optional: the comparison PyTorch column
     import torch
@@ -215,7 +216,7 @@ def run(quick: bool = False, runs: int = 1) -> dict[str, Any]:
     rounds = [_run_once(quick) for _ in range(max(runs, 1))]
     cases = [_median_case(list(versions)) for versions in zip(*rounds, strict=True)]
     return {
-        "machine": platform.machine(), "cpu": _cpu_name(), "cpus": os.cpu_count(), "quick": quick,
+        "machine": platform.machine(), "cpu": cpu_model(), "cpus": os.cpu_count(), "quick": quick,
         "runs": len(rounds), "isa": _isa_settings(),
         "torch": getattr(torch, "__version__", None), "numpy": np.__version__,
         "device": str(_runtime.get_default_device()),
@@ -223,17 +224,6 @@ def run(quick: bool = False, runs: int = 1) -> dict[str, Any]:
                    "runs": [{"ours": r.ours, "torch": r.torch, "numpy": r.numpy} for r in versions]}
                   for c, versions in zip(cases, zip(*rounds, strict=True), strict=True)],
     }
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # Variables that hold a library beneath what the CPU offers (chipdock's,

@@ -61,6 +61,17 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
+// The element offsets of a and b in batch `index` (row-major over p.batch).
+void batch_offsets(const Plan& p, int64_t index, int64_t& ao, int64_t& bo) {
+  ao = bo = 0;
+  for (size_t i = p.batch.size(); i-- > 0;) {
+    const int64_t k = index % p.batch[i];
+    index /= p.batch[i];
+    ao += k * p.a.bstrides[i];
+    bo += k * p.b.bstrides[i];
+  }
+}
+
 // Strides of a dim of size 1 do not matter; give them values that make the
 // matrix look plain (row- or column-major) to oneDNN.
 void normalize_unit_dims(int64_t rows, int64_t cols, int64_t& rs, int64_t& cs) {
@@ -339,18 +350,12 @@ MatmulJob prepare_matmul(const Plan& source, float alpha, bool sum, float beta, 
 // The product through OpenBLAS, batch by batch (plain matrices: blas_can_take).
 void run_blas(const MatmulJob& job, const Plan& p, char* out) {
   const int64_t count = product(p.batch);
-  const size_t nb = p.batch.size();
   const bool a_trans = p.a.cs != 1, b_trans = p.b.cs != 1;
   const int64_t lda = a_trans ? p.a.cs : p.a.rs, ldb = b_trans ? p.b.cs : p.b.rs;
   const float beta = job.sum ? job.beta : 0.0f;
   for (int64_t index = 0; index < count; ++index) {
-    int64_t ao = 0, bo = 0, r = index;
-    for (size_t i = nb; i-- > 0;) {
-      const int64_t k = r % p.batch[i];
-      r /= p.batch[i];
-      ao += k * p.a.bstrides[i];
-      bo += k * p.b.bstrides[i];
-    }
+    int64_t ao = 0, bo = 0;
+    batch_offsets(p, index, ao, bo);
     blas::sgemm(a_trans, b_trans, p.M, p.N, p.K, job.alpha, reinterpret_cast<const float*>(p.a.data) + ao, lda,
                 reinterpret_cast<const float*>(p.b.data) + bo, ldb, beta,
                 reinterpret_cast<float*>(out) + index * p.M * job.ldc, job.ldc);
@@ -386,15 +391,9 @@ void run_matmul(const MatmulJob& job, char* out) {
 void f64_matmul(const Plan& p, double* out, double alpha, double beta) {
   const int64_t count = product(p.batch);
   const int64_t per = p.M * p.N;
-  const size_t nb = p.batch.size();
   auto one = [&](int64_t index, bool parallel) {
-    int64_t ao = 0, bo = 0, r = index;
-    for (size_t i = nb; i-- > 0;) {
-      const int64_t k = r % p.batch[i];
-      r /= p.batch[i];
-      ao += k * p.a.bstrides[i];
-      bo += k * p.b.bstrides[i];
-    }
+    int64_t ao = 0, bo = 0;
+    batch_offsets(p, index, ao, bo);
     gemm_f64(p.M, p.N, p.K, alpha, reinterpret_cast<const double*>(p.a.data) + ao, p.a.rs, p.a.cs,
              reinterpret_cast<const double*>(p.b.data) + bo, p.b.rs, p.b.cs, beta,
              out + index * per, p.N, parallel);
