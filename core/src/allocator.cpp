@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "blocking.hpp"
 #include "runtime.hpp"
 
 namespace chipdock {
@@ -36,7 +37,12 @@ size_t CachingAllocator::round_size(size_t bytes) {
 }
 
 Block* CachingAllocator::take_cached(size_t size, uint64_t stream_id) {
-  auto pool_it = pools_.find(stream_id);
+  if (Block* block = take_cached_from(size, stream_id)) return block;
+  return take_cached_from(size, kSharedPool);  // blocks of retired streams need no ordering
+}
+
+Block* CachingAllocator::take_cached_from(size_t size, uint64_t pool_id) {
+  auto pool_it = pools_.find(pool_id);
   if (pool_it == pools_.end()) return nullptr;
   auto& pool = pool_it->second;
   auto it = pool.lower_bound(size);
@@ -50,23 +56,32 @@ Block* CachingAllocator::take_cached(size_t size, uint64_t stream_id) {
   return block;
 }
 
+void CachingAllocator::add_to_pool(Block* block) {
+  const bool home_gone = !block->home || block->home->retired.load();
+  pools_[home_gone ? kSharedPool : block->stream_id].emplace(block->size, block);
+  stats_.cached += block->size;
+}
+
 void CachingAllocator::collect_completed_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     Block* block = *it;
     bool done = true;
+    for (auto& life : block->pending_teardowns) done = done && life->retired.load();
     for (auto& ev : block->pending) {
-      if (!ev->query()) {
-        done = false;
-        break;
+      if (!done) break;
+      try {
+        done = ev->query();
+      } catch (...) {
+        done = false;  // the plugin could not tell: keep waiting (or until empty_cache)
       }
     }
     if (!done) {
       ++it;
       continue;
     }
-    block->pending.clear();
-    pools_[block->stream_id].emplace(block->size, block);
-    stats_.cached += block->size;
+    block->pending.clear();  // event_destroy only: no wait, no GIL
+    block->pending_teardowns.clear();
+    add_to_pool(block);
     it = pending_.erase(it);
   }
 }
@@ -109,6 +124,7 @@ void CachingAllocator::check_guard(Block* block) noexcept {
   uint8_t seen[kGuardBytes];
   std::string problem;
   try {
+    UninterruptibleScope must_finish;
     device_->synchronize();  // the block's last writer may still be running
     Plugin& p = device_->plugin();
     p.call(p.api().memcpy_device_to_host, "memcpy_device_to_host", device_->ordinal(), seen,
@@ -147,16 +163,20 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
     ++stats_.cache_hits;
   } else {
     void* ptr = nullptr;
+    bool out_of_memory = false;
     try {
       ptr = device_allocate(size);
     } catch (const Error& first) {
       if (first.code() != CD_STATUS_OUT_OF_MEMORY) throw;
-      // Release the cache (the device must be idle first) and retry once.
+      out_of_memory = true;
+    }
+    if (out_of_memory) {
+      // Wait for every stream, reclaim the blocks held back for other
+      // streams, release the whole cache, and retry once. The wait drops
+      // the lock (and the GIL): other threads keep allocating meanwhile.
       ++stats_.oom_retries;
-      std::vector<Block*> cached = detach_cached();
       lock.unlock();
-      device_->synchronize();
-      free_blocks(cached);
+      empty_cache();
       lock.lock();
       try {
         ptr = device_allocate(size);
@@ -166,7 +186,8 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
         lock.unlock();
         throw Error(CD_STATUS_OUT_OF_MEMORY, device_->plugin().name(), "memory_allocate",
                     "out of memory allocating " + format_bytes(size) + " on " + device_->label() +
-                        " after releasing the cache (" + second.reason() + "); " + describe_stats());
+                        " after waiting for every stream and releasing the cache (" + second.reason() + "); " +
+                        describe_stats());
       }
     }
     block = new Block();
@@ -175,6 +196,7 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
   }
   block->requested = bytes;
   block->stream_id = stream.id();
+  block->home = stream.life();
   block->guarded = guard && write_guard(block, stream);
   stats_.current += block->size;
   if (stats_.current > stats_.peak) stats_.peak = stats_.current;
@@ -186,41 +208,72 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
 void CachingAllocator::record_stream(Block* block, const StreamPtr& stream) {
   if (!stream || stream->id() == block->stream_id) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& s : block->used_on) {
-    if (s->id() == stream->id()) return;
+  for (auto& use : block->used_on) {
+    if (use.life->id == stream->id()) return;
   }
-  block->used_on.push_back(stream);
+  block->used_on.push_back(Block::Use{stream, stream->life()});
+}
+
+void CachingAllocator::fence_uses(Block* block, std::vector<Block::Use> uses) {
+  for (auto& use : uses) {
+    if (use.life->retired) continue;  // torn down: its work is done
+    // Locking the weak reference may make this the stream's last owner: it
+    // is then torn down here, with no lock held.
+    StreamPtr s = use.stream.lock();
+    if (s && !s->destroyed()) {
+      try {
+        auto ev = std::make_shared<Event>(device_, false);
+        ev->record(*s);
+        block->pending.push_back(std::move(ev));
+        continue;
+      } catch (...) {
+      }
+      try {  // could not record: wait for the stream before the block is reused
+        UninterruptibleScope must_finish;
+        s->synchronize();
+        continue;
+      } catch (...) {
+      }
+    }
+    // Being torn down (its teardown drains it), or unreachable: reusable
+    // once the teardown has finished.
+    block->pending_teardowns.push_back(use.life);
+  }
 }
 
 void CachingAllocator::release(Block* block) noexcept {
   if (block == nullptr) return;
   if (device_->plugin().is_shut_down()) return;  // the process is exiting
   if (block->guarded) check_guard(block);
+  std::vector<Block::Use> uses;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uses = std::exchange(block->used_on, {});
+  }
+  // Work on other streams may still read the block: wait for it via events,
+  // recorded without the lock (see the header).
+  try {
+    fence_uses(block, std::move(uses));
+  } catch (...) {  // out of memory for the fences: the block is leaked, not reused too early
+    return;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.current -= block->size;
   --stats_.allocations;
-  // Work on other streams may still read the block: wait for it via events.
-  for (auto& s : block->used_on) {
-    try {
-      if (s->destroyed()) continue;
-      auto ev = std::make_shared<Event>(device_, false);
-      ev->record(*s);
-      block->pending.push_back(std::move(ev));
-    } catch (...) {
-      // Could not record: fall back to a full wait before the block is reused.
-      try {
-        s->synchronize();
-      } catch (...) {
-      }
-    }
-  }
-  block->used_on.clear();
-  if (!block->pending.empty()) {
+  if (!block->pending.empty() || !block->pending_teardowns.empty()) {
     pending_.push_back(block);
     return;
   }
-  pools_[block->stream_id].emplace(block->size, block);
-  stats_.cached += block->size;
+  add_to_pool(block);
+}
+
+void CachingAllocator::retire_stream(uint64_t stream_id) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = pools_.find(stream_id);
+  if (it == pools_.end() || stream_id == kSharedPool) return;
+  auto& shared = pools_[kSharedPool];
+  for (auto& entry : it->second) shared.insert(entry);
+  pools_.erase(it);
 }
 
 std::vector<Block*> CachingAllocator::detach_cached() {

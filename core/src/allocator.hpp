@@ -5,8 +5,17 @@
 // synchronization: stream order already guarantees the old work is done
 // before the new work runs. A block that was also used on other streams
 // (record_stream) is held back until events recorded on those streams have
-// completed. On out-of-memory the cache is released and the allocation
-// retried once before an OutOfMemory error reports the statistics.
+// completed. When a stream is torn down (all its work done), its pool joins
+// a shared pool that serves every stream. On out-of-memory the device is
+// synchronized, the blocks held back for other streams are reclaimed, the
+// whole cache is released and the allocation retried once before an
+// OutOfMemory error reports the statistics.
+//
+// Lock discipline (see blocking.hpp): the allocator's mutex is never held
+// while a stream is torn down, an event is recorded, a wait blocks or the
+// GIL is taken. A block remembers the streams it was used on weakly (with
+// their StreamLife), so freeing a tensor never destroys a stream under the
+// lock and a long-lived tensor keeps no stream alive.
 #pragma once
 
 #include <cstddef>
@@ -29,8 +38,14 @@ struct Block {
   size_t requested = 0;    // bytes the caller asked for
   bool guarded = false;    // guard bytes follow `requested` (allocation guard on)
   uint64_t stream_id = 0;  // the pool it returns to
-  std::vector<StreamPtr> used_on;  // other streams that touched it
+  StreamLifePtr home;      // that stream's life: once retired, the shared pool
+  struct Use {
+    std::weak_ptr<Stream> stream;
+    StreamLifePtr life;
+  };
+  std::vector<Use> used_on;        // other streams that touched it
   std::vector<EventPtr> pending;   // events to wait for before reuse
+  std::vector<StreamLifePtr> pending_teardowns;  // streams being torn down that used it
 };
 
 struct MemoryStats {
@@ -60,8 +75,11 @@ class CachingAllocator {
   void release(Block* block) noexcept;
   // Marks `block` as used by work on `stream` as well.
   void record_stream(Block* block, const StreamPtr& stream);
-  // Synchronizes the device and frees every cached block.
+  // Synchronizes the device (interruptibly), reclaims the blocks held back
+  // for other streams and frees every cached block.
   void empty_cache();
+  // The stream `stream_id` was torn down: its cached blocks serve any stream.
+  void retire_stream(uint64_t stream_id) noexcept;
   // Frees cached blocks without synchronizing (shutdown path only).
   void release_cached_noexcept() noexcept;
 
@@ -72,7 +90,11 @@ class CachingAllocator {
  private:
   static size_t round_size(size_t bytes);
   Block* take_cached(size_t size, uint64_t stream_id);
+  Block* take_cached_from(size_t size, uint64_t pool_id);
   void collect_completed_pending();
+  void add_to_pool(Block* block);
+  // Events on the other streams that used `block` (recorded without the lock).
+  void fence_uses(Block* block, std::vector<Block::Use> uses);
   std::vector<Block*> detach_cached();
   void free_blocks(const std::vector<Block*>& blocks) noexcept;
   void* device_allocate(size_t size);  // may throw OUT_OF_MEMORY
@@ -81,7 +103,9 @@ class CachingAllocator {
 
   Device* device_;
   mutable std::mutex mutex_;
-  // Free blocks by stream, then by size (best fit).
+  // Free blocks by stream, then by size (best fit). Pool kSharedPool holds
+  // the blocks of streams that were torn down.
+  static constexpr uint64_t kSharedPool = 0;
   std::map<uint64_t, std::multimap<size_t, Block*>> pools_;
   std::vector<Block*> pending_;
   MemoryStats stats_;

@@ -43,8 +43,14 @@ StreamPtr Device::default_stream() {
     if (default_stream_) return default_stream_;
   }
   StreamPtr stream = create_stream();
+  StreamPtr loser;  // a stream another thread made first: torn down after the lock
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!default_stream_) default_stream_ = stream;
+  if (!default_stream_) {
+    default_stream_ = stream;
+    default_stream_->mark_default();
+  } else {
+    loser = std::move(stream);
+  }
   return default_stream_;
 }
 
@@ -69,10 +75,6 @@ void Device::set_current_stream(StreamPtr stream) {
 void Device::synchronize() {
   BlockingSection unlocked;  // host callbacks may need the caller's lock (the GIL)
   bind_thread();
-  if (plugin_->api().device_synchronize != nullptr) {
-    CD_CALL(*plugin_, device_synchronize, ordinal_);
-    return;
-  }
   std::vector<StreamPtr> live;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -80,8 +82,18 @@ void Device::synchronize() {
       if (auto s = weak.lock()) live.push_back(std::move(s));
     }
   }
+  // Stream by stream, interruptibly (Ctrl-C); the device slot then only
+  // catches work on streams the core does not track, and returns at once.
   for (auto& s : live) {
-    if (!s->destroyed()) s->synchronize();
+    try {
+      if (!s->destroyed()) s->synchronize();
+    } catch (const Error& e) {
+      if (e.code() != CD_STATUS_INVALID_HANDLE) throw;  // destroyed meanwhile by another thread
+    }
+  }
+  live.clear();  // a last reference tears its stream down here, with no lock held
+  if (plugin_->api().device_synchronize != nullptr) {
+    CD_CALL(*plugin_, device_synchronize, ordinal_);
   }
 }
 
@@ -103,7 +115,7 @@ void Device::destroy_streams() noexcept {
   }
   for (auto& s : live) {
     try {
-      s->destroy();
+      s->teardown();
     } catch (...) {
     }
   }

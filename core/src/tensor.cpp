@@ -96,16 +96,15 @@ void copy_ordered(Stream& stream, const CopyDirection& dir, void* dst, const voi
       return;
     }
   }
-  // Device-to-device work always goes on the queue. A host copy on an idle
-  // stream has nothing to order against: it runs on this thread, skipping
-  // the hand-off to the device queue that dominates small copies.
-  if (async != nullptr && (host == nullptr || !stream.query())) {
+  // Device-to-device work always goes on the queue.
+  if (async != nullptr && host == nullptr) {
     p.call(async, dir.async_name, dev.ordinal(), dst, src, nbytes, stream.handle(dir.async_name));
-    // A host copy is a synchronization point: it also reports the errors of
-    // the stream's earlier asynchronous work (a kernel that failed on it).
-    if (host != nullptr) stream.synchronize();
     return;
   }
+  // A host copy waits for the stream's earlier work first (interruptibly, and
+  // reporting that work's asynchronous errors), then runs on this thread:
+  // when Ctrl-C cuts the wait short, no copy into the caller's memory is
+  // left behind on the queue.
   stream.synchronize();
   p.call(p.api().*dir.sync_slot, dir.sync_name, dev.ordinal(), dst, src, nbytes);
 }
