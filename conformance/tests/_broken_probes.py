@@ -52,9 +52,13 @@ def copy_drops_last_byte(device: str) -> tuple[bool, str]:
 def async_copy_ignores_order(device: str) -> tuple[bool, str]:
     source = chipdock.tensor(np.arange(1, 9, dtype=np.float32), device=device)
     stream = busy_stream(device)
+    host = chipdock.pinned_empty(8, chipdock.float32, device=device)
+    host[:] = 7.0
     with chipdock.stream(stream):
         target = ops.neg(source)  # queued behind the sleep
-        target.copy_(np.full(8, 7.0, np.float32))  # a host copy on a busy stream: the async slot
+        # From pinned memory without blocking: only the async slot orders it. (A copy from pageable memory
+        # waits for the stream first, so that Ctrl-C cannot leave a copy into the caller's memory queued.)
+        target.copy_(host, non_blocking=True)
     stream.synchronize()
     result = target.numpy()
     return not np.all(result == 7.0), f"neg then copy_ of 7s left {result.tolist()}"

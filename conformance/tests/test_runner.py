@@ -432,3 +432,30 @@ def test_pytest_plugin_is_inert_without_the_option(tmp_path):
     assert proc.returncode == 5 and "chipdock-conformance" not in proc.stdout  # 5: no tests collected
     probe = "import sys, chipdock_conformance.pytest_plugin; assert 'chipdock' not in sys.modules, 'imported chipdock'"
     subprocess.run([sys.executable, "-c", probe], check=True, env=fake_env(), timeout=60)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_an_interrupted_run_writes_the_partial_report_and_exits_with_its_own_status(tmp_path, signum):
+    # Before: Ctrl-C left no report and exited 1, like a failed case.
+    pidfile, out = tmp_path / "worker.pid", tmp_path / "report"
+    proc = subprocess.Popen([sys.executable, "-c", WITH_DEFAULT_SIGINT, "-m", "chipdock.cli", "conformance", "--device",
+                             "cpu", "--only", "fake/basic/pass", "--only", "fake/hang/sleep", "--only",
+                             "fake/hang/after_hang", "--report", str(out)],
+                            env=fake_env(CONFORMANCE_FAKE_PIDFILE=str(pidfile)), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() or not pidfile.read_text():
+        assert time.monotonic() < deadline and proc.poll() is None, "the hanging case never started"
+        time.sleep(0.1)
+    proc.send_signal(signum)
+    try:
+        stdout, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"the runner did not exit after {signum.name}") from None
+    assert proc.returncode == 128 + signum, stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["header"]["interrupted"] == {"signal": signum.name, "not_run": 2}
+    assert [(c["id"], c["status"]) for c in report["cases"]] == [("fake/basic/pass", "pass")]
+    assert (out / "junit.xml").is_file() and (out / "report.html").is_file()
+    assert f"INTERRUPTED by {signum.name} (2 cases not run)" in stdout

@@ -272,6 +272,10 @@ def print_summary(report: dict[str, Any], directory: Path) -> None:
                 console.print(f"  [{color}]{kind}[/] {escape(e['id'])}: {escape(_first_line(e['change']))}",
                               soft_wrap=True)
     verdict = "[bold red]FAILED[/]" if summary["fail"] else "[bold green]PASSED[/]"
+    interrupted = header.get("interrupted")
+    if interrupted:
+        verdict = (f"[bold yellow]INTERRUPTED[/] by {escape(str(interrupted['signal']))} "
+                   f"({interrupted['not_run']} cases not run)")
     console.print(f"{verdict}: {summary['pass']} passed, {summary['fail']} failed, {summary['skip']} skipped "
                   f"in {format_seconds(header.get('duration_s', 0.0))} s. Reports: "
                   f"{directory / 'report.json'}, {directory / 'junit.xml'}, {directory / 'report.html'}",

@@ -53,6 +53,34 @@ class RunError(Exception):
     """The run could not start: the listing child failed (exit status 1)."""
 
 
+class RunSignal(BaseException):
+    """SIGTERM arrived (raised by main's handler; a BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class RunInterrupted(Exception):
+    """The run was stopped by ``signum`` (Ctrl-C, SIGTERM) while cases ran: its workers are gone and ``report``,
+    the cases that finished, has been written (``header.interrupted`` says so)."""
+
+    def __init__(self, signum: int, report: dict[str, Any]) -> None:
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
+        self.report = report
+
+
+# The exit statuses of a run (docs/conformance.md, "Exit status").
+EXIT_PASSED, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def exit_status_for_signal(signum: int) -> int:
+    """128 + the signal number, as a shell reports a command a signal stopped: 130 for Ctrl-C, 143 for SIGTERM."""
+    return 128 + signum
+
+
 @dataclass
 class RunOptions:
     device: str
@@ -514,11 +542,13 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
     start_time = datetime.now(timezone.utc)
     t0 = time.monotonic()
     records: list[dict[str, Any]] = []
+    arrived: list[dict[str, Any]] = []  # every record so far, for a partial report if the run is interrupted
     lock = threading.Lock()
 
     def progress(result: dict[str, Any]) -> None:
-        if on_result:
-            with lock:  # batches report from several threads
+        with lock:  # batches report from several threads
+            arrived.append(result)
+            if on_result:
                 on_result(result)
 
     with tempfile.TemporaryDirectory(prefix="chipdock-conformance-") as tmp:
@@ -547,12 +577,21 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
             batches = make_batches(selected, modules, opts.jobs, opts.isolation)
             futures = [pool.submit(run_batch, batch, session) for batch in batches]
+            interrupted: int | None = None
             try:
+                records_of_batches: list[dict[str, Any]] = []
                 for future in futures:  # in batch order, which is the suites' order
-                    records += _result_waking_for_signals(future)
-            except BaseException:  # Ctrl-C, or a bug: leave no worker behind
+                    records_of_batches += _result_waking_for_signals(future)
+                records += records_of_batches
+            except (KeyboardInterrupt, RunSignal) as exc:  # stop the workers, then report what finished
+                session.stop()
+                interrupted = exc.signum if isinstance(exc, RunSignal) else signal.SIGINT
+            except BaseException:  # a bug: leave no worker behind
                 session.stop()
                 raise
+        if interrupted is not None:
+            with lock:
+                records = _in_suite_order(arrived, selected)
     header = {
         "suite_version": __version__,
         "cases_digest": cases_digest(selected),
@@ -569,9 +608,27 @@ def run(opts: RunOptions, on_total: Callable[[int], None] | None = None, on_star
         "only": list(opts.only),
         "except": list(opts.exclude),
     }
+    if interrupted is not None:
+        header["interrupted"] = {"signal": signal.Signals(interrupted).name,
+                                 "not_run": len(selected) + len(failed_suites) - len(records)}
     report = report_mod.build_report(header, records, listing.coverage, baseline, str(opts.baseline or ""))
     report_mod.write_reports(report, report_dir, write_html)
+    if interrupted is not None:
+        raise RunInterrupted(interrupted, report)
     return report
+
+
+def _in_suite_order(records: list[dict[str, Any]], selected: Sequence[CaseInfo]) -> list[dict[str, Any]]:
+    """The records of an interrupted run in the order a full run lists them: collect failures first, then the
+    cases in suite order (batches ran side by side), worker entries last."""
+    position = {case.id: i for i, case in enumerate(selected)}
+
+    def key(record: dict[str, Any]) -> int:
+        if record["id"].endswith("/collect"):
+            return -1
+        return position.get(record["id"], len(position))
+
+    return sorted(records, key=key)
 
 
 class RunProgress:
@@ -613,18 +670,30 @@ class RunProgress:
 
 def main(opts: RunOptions, as_json: bool = False) -> int:
     """Runs with a progress bar and prints the summary (or the report as JSON). Exit status: 0 if no case
-    failed, 1 otherwise. Raises UsageError (status 2) and RunError (status 1) for the caller to print."""
+    failed, 1 otherwise; 130 (Ctrl-C) or 143 (SIGTERM) when a signal stopped the run, after writing the
+    report of the cases that finished. Raises UsageError (status 2) and RunError (status 1) for the caller."""
     from .report import print_summary
 
     def terminate(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)  # unwinds through run(), which kills the workers
+        raise RunSignal(signum)  # unwinds into run(), which kills the workers and writes the partial report
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, terminate)
-    with RunProgress() as progress:
-        report = run(opts, on_total=progress.set_total, on_start=progress.started, on_result=progress.finished)
+    status: int | None = None
+    try:
+        with RunProgress() as progress:
+            report = run(opts, on_total=progress.set_total, on_start=progress.started, on_result=progress.finished)
+    except RunInterrupted as exc:
+        report, status = exc.report, exit_status_for_signal(exc.signum)
+    except (KeyboardInterrupt, RunSignal) as exc:  # before any case ran (listing): nothing to report
+        signum = exc.signum if isinstance(exc, RunSignal) else signal.SIGINT
+        print(f"chipdock conformance: interrupted by {signal.Signals(signum).name} before any case ran; "
+              "no report written", file=sys.stderr)
+        return exit_status_for_signal(signum)
     if as_json:
         print(json.dumps(report, indent=1))
     else:
         print_summary(report, Path(opts.report_dir))
-    return 1 if report["summary"]["fail"] else 0
+    if status is not None:
+        return status
+    return EXIT_FAILED if report["summary"]["fail"] else EXIT_PASSED
