@@ -40,6 +40,7 @@ PinnedBuffer::~PinnedBuffer() {
     if (it != g_registry.end() && it->second.expired()) g_registry.erase(it);
   }
   if (!uses_.empty()) {
+    UninterruptibleScope must_finish;  // the copies must end before the memory is freed
     BlockingSection unlocked;
     for (auto& ev : uses_) {
       try {

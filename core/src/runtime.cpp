@@ -193,6 +193,7 @@ void Runtime::shutdown() noexcept {
     shut_down_ = true;
     for (auto& d : devices_) devices.push_back(d.get());
   }
+  UninterruptibleScope must_finish;  // at exit: finish the work, whatever the signals say
   for (Device* d : devices) {
     try {
       d->synchronize();
