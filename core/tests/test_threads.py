@@ -236,3 +236,31 @@ def test_a_wait_from_a_host_callback_of_the_same_stream_still_errors():
     s.add_callback(self_wait)
     s.synchronize()
     assert len(seen) == 1 and "host callback of the same stream" in seen[0]
+
+
+def test_ctrl_c_interrupts_the_allocators_wait_before_its_retry():
+    out = run_child(
+        """
+        import json, os, signal, threading, time, chipdock
+        s = chipdock.Stream()
+        with chipdock.stream(s):
+            t = chipdock.zeros((40 << 20,), chipdock.uint8)
+        gate = threading.Event()
+        s.add_callback(lambda: gate.wait(60))  # s busy for a minute
+        del t  # 40 MiB cached on s: an allocation of 50 MiB must wait for the device before its retry
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        start = time.monotonic()
+        try:
+            chipdock.empty((50 << 20,), chipdock.uint8)
+            latency = "returned"
+        except KeyboardInterrupt:
+            latency = time.monotonic() - start - 0.3
+        gate.set()
+        u = chipdock.empty((50 << 20,), chipdock.uint8)  # nothing was lost: the retry now succeeds
+        print(json.dumps({"latency": latency, "ooms": chipdock.memory_stats()["ooms"], "nbytes": u.nbytes}))
+        """,
+        timeout=30,
+        env={"CHIPDOCK_CPU_MEMORY_LIMIT": "64M", "CHIPDOCK_CPU_DEVICES": "1"},
+    )
+    assert out["latency"] != "returned" and out["latency"] < 0.25, out
+    assert (out["ooms"], out["nbytes"]) == (0, 50 << 20)

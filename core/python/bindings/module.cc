@@ -23,10 +23,14 @@ struct PendingInterrupt {
 };
 thread_local PendingInterrupt t_interrupt;
 
+// Python runs signal handlers only on its main thread; other threads never
+// take the GIL to ask.
+unsigned long g_main_thread = 0;
+
 // Called by core waits, never under a core lock: takes the GIL, runs the
 // pending signal handlers (Ctrl-C raises KeyboardInterrupt in them).
 bool signal_raised() {
-  if (!Py_IsInitialized()) return false;
+  if (PyThread_get_thread_ident() != g_main_thread || !Py_IsInitialized()) return false;
   PyGILState_STATE gil = PyGILState_Ensure();
   const bool raised = PyErr_CheckSignals() != 0;
   if (raised) {
@@ -61,6 +65,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "chipdock core runtime (C++); use the `chipdock` package, not this module";
   m.attr("__version__") = chipdock::kCoreVersion;
   m.attr("ABI_VERSION") = py::make_tuple(CD_ABI_VERSION_MAJOR, CD_ABI_VERSION_MINOR);
+  g_main_thread = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   chipdock::set_blocking_hooks({&release_gil, &reacquire_gil, &signal_raised});
   chipdock::python::register_errors(m);
   py::register_exception_translator(&translate_interrupted);  // tried before the Error translator
