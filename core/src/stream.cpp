@@ -81,29 +81,34 @@ cd_stream* Stream::handle(const char* call) const {
   return h;
 }
 
+void Stream::wait_idle(cd_stream* h, const char* call) {
+  // From one of this stream's own callbacks the plugin refuses the blocking
+  // call with an error: polling would wait for itself.
+  if (t_callback_stream == id_) return;
+  Plugin& p = device_->plugin();
+  if (p.api().stream_query != nullptr) {
+    wait_interruptibly(
+        [&] {
+          int32_t complete = 0;
+          CD_CALL(p, stream_query, h, &complete);
+          return complete != 0;
+        },
+        call);
+    return;
+  }
+  Event marker(device_, false);
+  marker.record(*this);
+  marker.synchronize();
+}
+
 void Stream::synchronize() {
   BlockingSection unlocked;  // the work may be a host callback that needs the caller's lock (the GIL)
   device_->bind_thread();
-  Plugin& p = device_->plugin();
   cd_stream* h = handle("stream_synchronize");
-  if (t_callback_stream != id_) {
-    // Poll, so that Ctrl-C can stop the wait; the blocking call below then
-    // returns at once and reports the stream's asynchronous errors.
-    if (p.api().stream_query != nullptr) {
-      wait_interruptibly(
-          [&] {
-            int32_t complete = 0;
-            CD_CALL(p, stream_query, h, &complete);
-            return complete != 0;
-          },
-          "stream_synchronize");
-    } else {
-      Event marker(device_, false);
-      marker.record(*this);
-      marker.synchronize();
-    }
-  }
-  CD_CALL(p, stream_synchronize, h);
+  // Poll, so that Ctrl-C can stop the wait; the blocking call then returns
+  // at once and reports the stream's asynchronous errors.
+  wait_idle(h, "stream_synchronize");
+  CD_CALL(device_->plugin(), stream_synchronize, h);
 }
 
 bool Stream::query() {
@@ -166,7 +171,11 @@ void Stream::destroy() {
                     "destroy streams you created, or synchronize() to wait for its work");
   }
   // Wait interruptibly first (Ctrl-C), then tear down, which also waits.
-  if (!destroyed()) synchronize();
+  if (cd_stream* h = handle_.load()) {
+    BlockingSection unlocked;
+    device_->bind_thread();
+    wait_idle(h, "stream_destroy");
+  }
   teardown();
 }
 

@@ -57,6 +57,9 @@ class Stream {
   void teardown();
 
  private:
+  // Polls until the stream is idle (interruptibly), without collecting errors.
+  void wait_idle(cd_stream* h, const char* call);
+
   Device* device_;
   std::atomic<cd_stream*> handle_;
   uint64_t id_;
