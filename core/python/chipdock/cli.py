@@ -251,8 +251,11 @@ def _tensor_table(title: str, rows: list[Any]) -> Table:
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed runs before --bench.")
 @click.option("--profile", is_flag=True, help="With --bench: time every node as well and list the op types by time.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the --profile table.")
+@click.option("--memory-limit", metavar="BYTES",
+              help="Refuse, before it allocates, a model whose planned peak device memory exceeds BYTES (e.g. "
+                   "1073741824, 512M, 2GiB; default: the device's memory, never more than it has free).")
 def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple[str, ...], as_json: bool,
-        bench_runs: int | None, warmup: int, profile: bool, top: int) -> None:
+        bench_runs: int | None, warmup: int, profile: bool, top: int, memory_limit: str | None) -> None:
     """Run an ONNX model on a device and describe its outputs; --bench measures it."""
     if profile and bench_runs is None:
         raise click.UsageError("--profile needs --bench N")
@@ -262,7 +265,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
         _fail("run", exc)
     try:
         result = _run_model(runner, model, device, inputs_path, seed, runner.parse_dims(dims), bench_runs, warmup,
-                            profile)
+                            profile, memory_limit)
     except _model_errors() as exc:
         _fail("run", exc)
     if as_json:
@@ -280,7 +283,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
 
 
 def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
-               bench_runs: int | None, warmup: int, profile: bool) -> dict[str, Any]:
+               bench_runs: int | None, warmup: int, profile: bool, memory_limit: str | None = None) -> dict[str, Any]:
     import chipdock
 
     from .onnx import Session
@@ -290,11 +293,13 @@ def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, se
 
     chipdock_device = chipdock.device(device)  # an unknown device fails here, before the model loads
     if bench_runs is None:
-        session = Session(model, device=chipdock_device)
+        session = Session(model, device=chipdock_device, memory_limit=memory_limit)
         report, _ = runner.run_once(session, feeds(session), model)
         return {"run": report.as_dict()}
-    bench_report, session = runner.benchmark(lambda: Session(model, device=chipdock_device), chipdock_device,
-                                             feeds, bench_runs, warmup, model)
+    def make_session() -> Any:
+        return Session(model, device=chipdock_device, memory_limit=memory_limit)
+
+    bench_report, session = runner.benchmark(make_session, chipdock_device, feeds, bench_runs, warmup, model)
     inputs = feeds(session)
     if profile:
         bench_report.profile = runner.profile_ops(session, inputs, repeats=max(1, min(bench_runs, 10)))
