@@ -132,6 +132,19 @@ def test_the_planned_peak_counts_the_values_alive_at_each_step() -> None:
     assert (err.node, err.op_type, err.shape, err.peak) == ("act", "Relu", (n, n), 2 * square)
 
 
+def test_an_input_no_node_reads_and_a_size_beyond_int64() -> None:
+    # x is read only by Shape, which folds: x has no slot in the program, its bytes still count
+    model = _model([helper.make_node("Shape", ["x"], ["y"], name="shape")], [_vi("x", [2, 3])],
+                   [_vi("y", [2], I64)])
+    session = Session(model, DEVICE)
+    assert session.planned_peak == 2 * 3 * 4 + 2 * 8
+    assert session.run({"x": np.ones((2, 3), np.float32)})[0].tolist() == [2, 3]
+    huge = _model([helper.make_node("Size", ["x"], ["y"], name="count")], [_vi("x", [2**40, 2**40])],
+                  [_vi("y", [], I64)])
+    with pytest.raises(InvalidArgumentError, match="'count' \\(Size\\): input shape .* beyond int64"):
+        Session(huge, DEVICE)
+
+
 def test_the_limit_never_exceeds_the_free_device_memory() -> None:
     code = textwrap.dedent("""
         import numpy as np
@@ -312,6 +325,14 @@ def test_cli_memory_limit_refuses_the_bomb_naming_the_node(tmp_path: Path) -> No
     result = CliRunner().invoke(main, ["run", str(path), "--device", "cpu", "--memory-limit", "lots"],
                                 catch_exceptions=False)
     assert result.exit_code == 1 and "is not a byte size" in result.output, result.output
+    # a symbolic dim given a huge size: refused before NumPy generates the input
+    dynamic = tmp_path / "dynamic.onnx"
+    onnx.save(_model([helper.make_node("Relu", ["x"], ["y"], name="act")], [_vi("x", ["N", 1024])],
+                     [_vi("y", ["N", 1024])]), str(dynamic))
+    result = CliRunner().invoke(main, ["run", str(dynamic), "--device", "cpu", "--memory-limit", "64M",
+                                       "--dim", "N=1000000000"], catch_exceptions=False)
+    assert result.exit_code == 1 and "generated input 'x' of shape [1000000000, 1024]" in result.output, \
+        result.output
     small = tmp_path / "small.onnx"
     onnx.save(_constant_of_shape(1000), str(small))
     result = CliRunner().invoke(main, ["run", str(small), "--device", "cpu", "--memory-limit", "64M", "--json"],

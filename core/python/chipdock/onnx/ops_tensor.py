@@ -19,6 +19,7 @@ from .._tensor import tensor
 from ..errors import InvalidArgumentError
 from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
 from .dtypes import onnx_to_dtype
+from .limits import checked_numel
 
 
 class Folded:
@@ -439,7 +440,7 @@ def _shape(ctx: NodeContext) -> Kernel | Folded:
 def _size(ctx: NodeContext) -> Kernel | Folded:
     static = ctx.static_shape(0)
     if static is not None:
-        return Folded(np.array(math.prod(static), dtype=np.int64))
+        return Folded(np.array(checked_numel(static, ctx.call, f"node {ctx.name!r} (Size): input "), dtype=np.int64))
     return lambda x: tensor(np.array(x.numel(), dtype=np.int64), device=x.device)
 
 

@@ -663,15 +663,18 @@ class Session:
         that takes it past the limit."""
         names = {slot: name for name, slot in self._slots.items()}
 
-        def nbytes(slot: int) -> int:
-            dt, shape = self._types.get(names[slot], (None, None))
+        def value_bytes(name: str) -> int:
+            dt, shape = self._types.get(name, (None, None))
             return static_nbytes(shape, dt.itemsize if dt is not None else None) or 0
+
+        def nbytes(slot: int) -> int:
+            return value_bytes(names[slot])
 
         resident = sum(t.numel() * t.dtype.itemsize for t in self._consts.values())
         self._budget.resident = resident
         live = resident
         for v in self.inputs:
-            size = nbytes(self._slot(v.name))
+            size = value_bytes(v.name)  # (an input no node reads has no slot yet; it is placed all the same)
             live += size
             self._budget.check(v.name, "graph input", v.shape, size, live, what="value")
         peak = live
