@@ -109,6 +109,26 @@ def test_range_bomb_is_refused() -> None:
     assert err.op_type == "Range" and err.node == "count" and err.shape == (10**12,)
 
 
+def _resize(scales: list[float]) -> Any:
+    return _model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="grow")], [_vi("x", [1, 1, 2, 2])],
+                  [_vi("y", ["n", "c", "h", "w"])], [_init("scales", np.array(scales, np.float32))], opset=13)
+
+
+def test_pad_and_resize_bombs_are_refused_at_planning() -> None:
+    pad = _model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")], [_vi("x", [2])], [_vi("y", ["n"])],
+                 [_init("pads", np.array([0, BILLION], np.int64))])
+    err = _refused_before_allocating(lambda: Session(pad, DEVICE, memory_limit="1GiB"))
+    assert (err.node, err.op_type, err.shape) == ("pad", "Pad", (BILLION + 2,))
+    err = _refused_before_allocating(lambda: Session(_resize([1, 1, 1e5, 1e5]), DEVICE, memory_limit="1GiB"))
+    assert (err.node, err.op_type, err.shape) == ("grow", "Resize", (1, 1, 200000, 200000))
+
+
+def test_a_resize_scale_beyond_int64_is_refused_naming_the_node() -> None:
+    # 2 x 1e30 does not fit int64 (the core's own cast of it would be undefined behaviour)
+    with pytest.raises(InvalidArgumentError, match="'grow' \\(Resize\\): output shape .* beyond int64"):
+        Session(_resize([1, 1, 1e30, 1]), DEVICE)
+
+
 def test_an_initializer_over_the_limit_is_refused_before_it_is_placed() -> None:
     model = _model([helper.make_node("Relu", ["w"], ["y"], name="act")], [], [_vi("y", [1024])],
                    [_init("w", np.ones(1024, np.float32))])
