@@ -387,3 +387,30 @@ def test_doctor_and_check_show_each_hostile_plugins_reason(tmp_path):
     refused = {Path(b["manifest_path"]).name: b["reason"] for b in json.loads(check.stdout)["backends"]
                if b["status"] == "refused"}
     assert "FIFO" in refused["fifo.chipdock.json"] and "5000 deep" in refused["deep.chipdock.json"]
+
+
+# C source text: ESC, rich markup, an emoji code and a C1 CSI (U+009B, as UTF-8) in one device name.
+HOSTILE_DEVICE_NAME = r'"red\x1b[31m [bold]loud[/bold] :warning: \xc2\x9b" "2J"'
+
+
+def test_backend_strings_reach_the_terminal_inert_in_check_and_doctor(tmp_path):
+    """A device name with an ANSI escape and rich markup is shown as text, never interpreted."""
+    manifest = build_toy_plugin(tmp_path, "ok", extra_defines=[f"TOY_DEVICE_NAME_OVERRIDE={HOSTILE_DEVICE_NAME}"])
+    env = {PATH_ENV: str(manifest)}
+    name = run_json("import json, chipdock; print(json.dumps(chipdock.device('toy:0').name))", env)
+    assert name == "red\x1b[31m [bold]loud[/bold] :warning: \x9b2J"  # the hook planted the raw characters
+    for command in ("check", "doctor"):
+        proc = run_python(f"from chipdock.cli import main; main([{command!r}])", env)
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout, command
+        text = " ".join(proc.stdout.split())
+        assert r"red\x1b[31m [bold]loud[/bold] :warning: \x9b2J" in text, (command, text)
+
+
+def test_a_device_name_that_is_not_utf8_is_shown_with_replacement_characters(tmp_path):
+    manifest = build_toy_plugin(tmp_path, "ok", extra_defines=[r'TOY_DEVICE_NAME_OVERRIDE="bad\xff" "name"'])
+    env = {PATH_ENV: str(manifest)}
+    name = run_json("import json, chipdock; print(json.dumps(chipdock.device('toy:0').properties()['name']))", env)
+    assert name == "bad\ufffdname"
+    proc = run_python("from chipdock.cli import main; main(['doctor'])", env)
+    assert proc.returncode == 0 and "bad\ufffdname" in proc.stdout, proc.stderr

@@ -1,6 +1,8 @@
 // Ops from Python: registering the opset, dispatching op calls (also the
 // Tensor operators), the fallback policy, and the raw kernel launch
 // (caller-allocated outputs, for kernel tests and the conformance suite).
+#include <algorithm>
+
 #include "bindings.hpp"
 #include "dispatch.hpp"
 #include "dtype.hpp"
@@ -10,38 +12,76 @@ namespace chipdock::python {
 
 namespace {
 
-bool all_ints(const py::sequence& seq) {
-  for (py::handle v : seq) {
-    if (!py::isinstance<py::int_>(v)) return false;
-  }
-  return true;
+// How a Python value reads as an attribute: NumPy scalars count as the Python values they hold.
+enum class ScalarKind { Bool, Int, Float, Other };
+
+ScalarKind scalar_kind(py::handle value) {
+  // Leaked on purpose: a static py::object would be released after the interpreter is gone.
+  static PyObject* const np_bool = py::object(py::module_::import("numpy").attr("bool_")).release().ptr();
+  static PyObject* const np_integer = py::object(py::module_::import("numpy").attr("integer")).release().ptr();
+  static PyObject* const np_floating = py::object(py::module_::import("numpy").attr("floating")).release().ptr();
+  PyObject* obj = value.ptr();
+  if (PyBool_Check(obj) || PyObject_IsInstance(obj, np_bool) == 1) return ScalarKind::Bool;
+  if (PyLong_Check(obj) || PyObject_IsInstance(obj, np_integer) == 1) return ScalarKind::Int;
+  if (PyFloat_Check(obj) || PyObject_IsInstance(obj, np_floating) == 1) return ScalarKind::Float;
+  return ScalarKind::Other;
 }
 
-// A Python value as an ABI attribute: bool/int -> INT, float -> FLOAT,
-// str -> STRING, a sequence of ints -> INTS, of numbers -> FLOATS.
+double to_double(py::handle value, const char* call, const std::string& what) {
+  const double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw_overflow_error(call, what + " does not fit in a float64: got " + describe_value(value));
+  }
+  return v;
+}
+
+int64_t scalar_int(py::handle value, ScalarKind kind, const char* call, const std::string& what) {
+  return kind == ScalarKind::Bool ? static_cast<int64_t>(PyObject_IsTrue(value.ptr()) == 1)
+                                  : to_int64(value, call, what);
+}
+
+// A Python value as an ABI attribute: bool/int -> INT, float -> FLOAT, str -> STRING, a sequence of ints ->
+// INTS, of numbers -> FLOATS (NumPy scalars and 1-d arrays alike). Every failure names the call and the
+// attribute: TypeError for a wrong type, OverflowError for a value outside int64 or float64.
 Attribute to_attribute(const std::string& name, py::handle value, const char* call) {
   Attribute a;
   a.name = name;
-  if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value)) {
+  const std::string what = "attribute '" + name + "'";
+  const ScalarKind kind = scalar_kind(value);
+  if (kind == ScalarKind::Bool || kind == ScalarKind::Int) {
     a.type = CD_ATTR_INT;
-    a.i = value.cast<int64_t>();
-  } else if (py::isinstance<py::float_>(value)) {
+    a.i = scalar_int(value, kind, call, what);
+  } else if (kind == ScalarKind::Float) {
     a.type = CD_ATTR_FLOAT;
-    a.f = value.cast<double>();
+    a.f = to_double(value, call, what);
   } else if (py::isinstance<py::str>(value)) {
     a.type = CD_ATTR_STRING;
     a.s = value.cast<std::string>();
-  } else if (py::isinstance<py::sequence>(value)) {
+  } else if (!PyBytes_Check(value.ptr()) && py::isinstance<py::sequence>(value)) {
     auto seq = py::reinterpret_borrow<py::sequence>(value);
-    if (all_ints(seq)) {
-      a.type = CD_ATTR_INTS;
-      for (py::handle v : seq) a.ints.push_back(v.cast<int64_t>());
-    } else {
-      a.type = CD_ATTR_FLOATS;
-      for (py::handle v : seq) a.floats.push_back(v.cast<double>());
+    std::vector<ScalarKind> kinds;
+    for (py::handle v : seq) {
+      kinds.push_back(scalar_kind(v));
+      if (kinds.back() == ScalarKind::Other) {
+        throw_type_error(call, what + "[" + std::to_string(kinds.size() - 1) + "] must be a number, got " +
+                                   describe_value(v));
+      }
+    }
+    const bool ints = std::all_of(kinds.begin(), kinds.end(), [](ScalarKind k) { return k != ScalarKind::Float; });
+    a.type = ints ? CD_ATTR_INTS : CD_ATTR_FLOATS;
+    size_t i = 0;
+    for (py::handle v : seq) {
+      const std::string item = what + "[" + std::to_string(i) + "]";
+      if (ints) {
+        a.ints.push_back(scalar_int(v, kinds[i], call, item));
+      } else {
+        a.floats.push_back(to_double(v, call, item));
+      }
+      ++i;
     }
   } else {
-    throw_invalid(call, "attribute '" + name + "' has unsupported type " +
+    throw_invalid(call, what + " has unsupported type " +
                             std::string(py::str(py::type::handle_of(value).attr("__name__"))));
   }
   return a;
@@ -136,9 +176,9 @@ const OpSpec& find_op(const std::string& name) {
 
 // A Python scalar or array as a tensor of `dtype` on `device` (Python does
 // the conversion: it knows float16/bfloat16 through ml_dtypes).
-Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype) {
+Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype, const std::string& call) {
   static py::object convert = py::module_::import("chipdock._tensor").attr("_as_operand");
-  return convert(value, py::cast(&device, py::return_value_policy::reference), dtype).cast<Tensor>();
+  return convert(value, py::cast(&device, py::return_value_policy::reference), dtype, call).cast<Tensor>();
 }
 
 // The Tensor behind `h`, or NULL when `h` is not one (one type lookup).
@@ -177,7 +217,11 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList&
     py::handle a = args[i];
     if (a.is_none()) continue;
     if (op.inputs[i].variadic) {
-      for (py::handle t : a.cast<py::sequence>()) {
+      if (!py::isinstance<py::sequence>(a) || PyUnicode_Check(a.ptr())) {
+        throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name,
+                    op.inputs[i].name + ": expected a sequence of tensors, got " + describe_value(a));
+      }
+      for (py::handle t : py::reinterpret_borrow<py::sequence>(a)) {
         const Tensor* tensor = as_tensor(t);
         if (tensor == nullptr) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, op.inputs[i].name + ": expected tensors");
         groups[i].push_back(*tensor);
@@ -197,7 +241,7 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList&
     auto it = std::find_if(bound.begin(), bound.end(), [&](const Bound& b) { return *b.type_var == op.inputs[i].type_var; });
     if (device == nullptr) device = &to_device(py::none());
     cd_dtype_t dtype = it != bound.end() ? it->dtype : CD_DTYPE_INVALID;
-    groups[i].push_back(to_tensor(py::handle(args[i]), *device, dtype));
+    groups[i].push_back(to_tensor(py::handle(args[i]), *device, dtype, op.name + ": input '" + op.inputs[i].name + "'"));
   }
   return groups;
 }
