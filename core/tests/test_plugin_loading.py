@@ -414,3 +414,27 @@ def test_a_device_name_that_is_not_utf8_is_shown_with_replacement_characters(tmp
     assert name == "bad\ufffdname"
     proc = run_python("from chipdock.cli import main; main(['doctor'])", env)
     assert proc.returncode == 0 and "bad\ufffdname" in proc.stdout, proc.stderr
+
+
+def test_the_core_itself_refuses_a_library_outside_the_manifests_folder(tmp_path):
+    """The loader re-checks what discovery checked: no caller of load_plugin reaches dlopen with such a path."""
+    foreign = build_toy_plugin(tmp_path / "foreign", "ok").parent / "libtoy_ok.so"
+    code = """
+    import json, chipdock
+    from chipdock import _C
+    chipdock.devices()
+    manifest = {"manifest_path": "MANIFEST", "name": "toy", "device_type": "toy", "version": "0.1.0",
+                "abi_major": _C.ABI_VERSION[0], "abi_minor": _C.ABI_VERSION[1]}
+    reasons = []
+    for library in ["LIBRARY", "libtoy_ok.so", "DIR/../foreign/ok/libtoy_ok.so"]:
+        try:
+            _C.load_plugin({**manifest, "library_path": library})
+        except chipdock.PluginRefusedError as e:
+            reasons.append(e.reason)
+    print(json.dumps({"reasons": reasons, "mapped": "LIBRARY" in open("/proc/self/maps").read()}))
+    """
+    plugin = tmp_path / "plugin"
+    code = code.replace("MANIFEST", str(plugin / "toy.chipdock.json")).replace("DIR", str(plugin))
+    out = run_json(code.replace("LIBRARY", str(foreign.resolve())))
+    assert len(out["reasons"]) == 3 and not out["mapped"], out
+    assert all("is not an absolute path inside the folder of the manifest" in r for r in out["reasons"]), out
