@@ -438,3 +438,54 @@ def test_the_core_itself_refuses_a_library_outside_the_manifests_folder(tmp_path
     out = run_json(code.replace("LIBRARY", str(foreign.resolve())))
     assert len(out["reasons"]) == 3 and not out["mapped"], out
     assert all("is not an absolute path inside the folder of the manifest" in r for r in out["reasons"]), out
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, target) -> None:
+        self.name, self.value, self._target = name, f"fake:{name}", target
+
+    def load(self):
+        return self._target
+
+
+def test_entry_points_must_return_absolute_paths_and_a_broken_listing_is_one_refusal(monkeypatch, tmp_path):
+    from chipdock import _discovery
+
+    monkeypatch.delenv(PATH_ENV, raising=False)
+    points = [FakeEntryPoint("rel", lambda: "plugin/x.chipdock.json"), FakeEntryPoint("abs", lambda: str(tmp_path))]
+    monkeypatch.setattr(_discovery.metadata, "entry_points", lambda group: points)
+    found = {c.label: c for c in _discovery.candidates()}
+    assert "returned the relative path 'plugin/x.chipdock.json'" in found["rel"].error
+    assert found["abs"].error == "" and found["abs"].manifest_path == tmp_path
+
+    def broken(group):
+        raise ValueError("corrupt METADATA")
+
+    monkeypatch.setattr(_discovery.metadata, "entry_points", broken)
+    [only] = _discovery.candidates()
+    assert only.manifest_path is None and "listing the entry points failed: ValueError: corrupt METADATA" in only.error
+
+
+def test_an_unforeseen_failure_refuses_only_its_plugin(monkeypatch, tmp_path):
+    from chipdock import _discovery, _runtime
+
+    def explode(path, major):
+        raise TypeError("a bug in a check")
+
+    monkeypatch.setattr(_discovery, "read_manifest", explode)
+    info = _runtime._load_one_confined(_discovery.Candidate("test", tmp_path / "x.chipdock.json"))
+    assert info.status == "refused" and info.reason == "discovery failed: TypeError: a bug in a check"
+    assert info.name == "x.chipdock.json"
+
+
+def test_relative_plugin_path_entries_are_refused_and_empty_ones_skipped(monkeypatch, tmp_path):
+    from chipdock import _discovery
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here").mkdir()
+    monkeypatch.setenv(PATH_ENV, os.pathsep.join(["", "here", "", str(tmp_path / "here")]))
+    monkeypatch.setattr(_discovery.metadata, "entry_points", lambda group: [])
+    found = _discovery.candidates()
+    assert len(found) == 1  # the absolute folder holds no manifest; "" is skipped
+    assert found[0].manifest_path is None and "the entry 'here' is a relative path" in found[0].error
+    assert "$PWD/here" in found[0].error
