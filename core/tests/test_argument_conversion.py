@@ -178,3 +178,37 @@ def test_numpy_scalars_as_attributes_are_their_python_values(case):
     with_numpy, with_python = NUMPY_ATTRIBUTES[case]
     _, t = base()
     np.testing.assert_array_equal(with_numpy(t).numpy(), with_python(t).numpy())
+
+
+def data_cases() -> dict[str, tuple]:
+    t = chipdock.tensor([1, 2])
+    return {
+        "setitem_str": (lambda: t.__setitem__(0, "a"), ValueError, r"\[core\] Tensor.__setitem__: the value cannot"),
+        "setitem_big": (lambda: t.__setitem__(0, 2**70), OverflowError,
+                        r"\[core\] Tensor.__setitem__: the value does not fit in int64"),
+        "setitem_shape": (lambda: t.__setitem__(slice(None), [1, 2, 3]), ValueError,
+                          r"\[core\] Tensor.__setitem__: a value of shape \(3,\) does not broadcast to \(2,\)"),
+        "tensor_big": (lambda: chipdock.tensor([2**70]), OverflowError,
+                       r"\[core\] tensor: an integer .* outside int64"),
+        "tensor_big_int64": (lambda: chipdock.tensor([1, 2**64], dtype="int64"), OverflowError,
+                             r"\[core\] tensor: an integer in the data does not fit in int64"),
+    }
+
+
+@pytest.mark.parametrize("case", list(data_cases()))
+def test_data_that_does_not_convert_names_the_call(case):
+    fn, kind, pattern = data_cases()[case]
+    with pytest.raises(kind, match=pattern):
+        fn()
+
+
+def test_setitem_leaves_the_tensor_untouched_when_the_value_is_refused():
+    t = chipdock.tensor([1, 2])
+    with pytest.raises(OverflowError):
+        t[:] = [3, 2**70]
+    assert t.tolist() == [1, 2]
+
+
+def test_python_integers_beyond_int64_convert_to_a_float_dtype_like_numpy():
+    np.testing.assert_array_equal(chipdock.tensor([2**70, 1], dtype="float32").numpy(),
+                                  np.array([2**70, 1], dtype=np.float32))

@@ -44,11 +44,33 @@ def tensor(data: Any, device: DeviceLike = None, dtype: Any = None) -> Tensor:
         arr = np.asarray(data)
     except (ValueError, TypeError) as exc:
         raise InvalidArgumentError.make("core", "tensor", f"cannot convert data to an array: {exc}") from None
+    if arr.dtype == object:
+        arr = _from_objects(data, arr, dtype)
     if arr.dtype.kind in "OUSVcMm":
         from_numpy(arr.dtype, "tensor")  # raises unless known (bfloat16's kind is "V")
     target = as_dtype(dtype, "tensor") if dtype is not None else _infer_dtype(data, arr)
     arr = arr.astype(target.numpy, order="C", copy=False)  # keeps 0-d arrays 0-d
     return Tensor._from_array(arr, target.code, _resolve_device(device))
+
+
+def _from_objects(data: Any, arr: np.ndarray, dtype: Any) -> np.ndarray:
+    """Data NumPy could only hold as objects: Python integers outside int64 are the common case.
+
+    With a dtype they convert straight to it, as in NumPy (``tensor([2**70], dtype=float32)``); one that
+    does not fit, or one without a dtype, is an OverflowError naming the call rather than "dtype object".
+    """
+    if dtype is not None:
+        target = as_dtype(dtype, "tensor")
+        try:
+            return np.asarray(data, dtype=target.numpy)
+        except OverflowError:
+            raise OverflowError(f"[core] tensor: an integer in the data does not fit in {target.name}") from None
+        except (TypeError, ValueError):
+            return arr  # refused below with the dtype NumPy saw
+    if all(isinstance(v, int) for v in arr.flat):
+        raise OverflowError("[core] tensor: an integer in the data is outside int64; give a float dtype to "
+                            "store it rounded")
+    return arr
 
 
 def _dims(shape: Any, call: str) -> tuple[Any, ...]:
@@ -311,7 +333,26 @@ def _setitem(self: Tensor, index: Any, value: Any) -> None:
             view.shape, _broadcast_strides(value, view.shape), value.storage_offset())
         view.copy_(src)
     else:
-        view.copy_(np.broadcast_to(np.asarray(value, dtype=_dtype(self).numpy), view.shape))
+        arr = _setitem_value(value, _dtype(self))
+        try:
+            arr = np.broadcast_to(arr, view.shape)
+        except ValueError:
+            reason = f"a value of shape {arr.shape} does not broadcast to {view.shape}"
+            raise InvalidArgumentError.make("core", "Tensor.__setitem__", reason) from None
+        view.copy_(arr)
+
+
+def _setitem_value(value: Any, dt: dtype) -> np.ndarray:
+    """``value`` as an array of the tensor's dtype; a failure names the call, with NumPy's exception type."""
+    try:
+        return np.asarray(value, dtype=dt.numpy)
+    except OverflowError as exc:
+        raise OverflowError(f"[core] Tensor.__setitem__: the value does not fit in {dt.name}: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"[core] Tensor.__setitem__: the value cannot be stored as {dt.name}: {exc}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError.make("core", "Tensor.__setitem__",
+                                        f"the value cannot be stored as {dt.name}: {exc}") from None
 
 
 def _broadcast_strides(t: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
