@@ -1,12 +1,11 @@
 // Ops from Python: registering the opset, dispatching op calls (also the
 // Tensor operators), the fallback policy, and the raw kernel launch
 // (caller-allocated outputs, for kernel tests and the conformance suite).
-#include <algorithm>
-
 #include "bindings.hpp"
 #include "dispatch.hpp"
 #include "dtype.hpp"
 #include "launch.hpp"
+#include "small_vector.hpp"
 
 namespace chipdock::python {
 
@@ -21,24 +20,40 @@ ScalarKind scalar_kind(py::handle value) {
   static PyObject* const np_integer = py::object(py::module_::import("numpy").attr("integer")).release().ptr();
   static PyObject* const np_floating = py::object(py::module_::import("numpy").attr("floating")).release().ptr();
   PyObject* obj = value.ptr();
-  if (PyBool_Check(obj) || PyObject_IsInstance(obj, np_bool) == 1) return ScalarKind::Bool;
-  if (PyLong_Check(obj) || PyObject_IsInstance(obj, np_integer) == 1) return ScalarKind::Int;
-  if (PyFloat_Check(obj) || PyObject_IsInstance(obj, np_floating) == 1) return ScalarKind::Float;
+  if (PyBool_Check(obj)) return ScalarKind::Bool;  // before int: bool is an int
+  if (PyLong_Check(obj)) return ScalarKind::Int;
+  if (PyFloat_Check(obj)) return ScalarKind::Float;  // numpy.float64 too
+  if (PyObject_IsInstance(obj, np_bool) == 1) return ScalarKind::Bool;
+  if (PyObject_IsInstance(obj, np_integer) == 1) return ScalarKind::Int;
+  if (PyObject_IsInstance(obj, np_floating) == 1) return ScalarKind::Float;
   return ScalarKind::Other;
 }
 
-double to_double(py::handle value, const char* call, const std::string& what) {
+// The attribute in messages: "attribute 'pads'", or "attribute 'pads'[2]" for an element. Built only for
+// an error: attributes are converted on every op call.
+std::string attr_what(const std::string& name, Py_ssize_t index) {
+  std::string what = "attribute '" + name + "'";
+  return index < 0 ? what : what + "[" + std::to_string(index) + "]";
+}
+
+int64_t attr_int(py::handle value, ScalarKind kind, const char* call, const std::string& name, Py_ssize_t index) {
+  if (kind == ScalarKind::Bool) return PyObject_IsTrue(value.ptr()) == 1 ? 1 : 0;
+  if (PyLong_CheckExact(value.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) return v;
+    PyErr_Clear();
+  }
+  return to_int64(value, call, attr_what(name, index));  // NumPy integers, and the error
+}
+
+double attr_double(py::handle value, const char* call, const std::string& name, Py_ssize_t index) {
   const double v = PyFloat_AsDouble(value.ptr());
   if (v == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
-    throw_overflow_error(call, what + " does not fit in a float64: got " + describe_value(value));
+    throw_overflow_error(call, attr_what(name, index) + " does not fit in a float64: got " + describe_value(value));
   }
   return v;
-}
-
-int64_t scalar_int(py::handle value, ScalarKind kind, const char* call, const std::string& what) {
-  return kind == ScalarKind::Bool ? static_cast<int64_t>(PyObject_IsTrue(value.ptr()) == 1)
-                                  : to_int64(value, call, what);
 }
 
 // A Python value as an ABI attribute: bool/int -> INT, float -> FLOAT, str -> STRING, a sequence of ints ->
@@ -47,41 +62,40 @@ int64_t scalar_int(py::handle value, ScalarKind kind, const char* call, const st
 Attribute to_attribute(const std::string& name, py::handle value, const char* call) {
   Attribute a;
   a.name = name;
-  const std::string what = "attribute '" + name + "'";
   const ScalarKind kind = scalar_kind(value);
   if (kind == ScalarKind::Bool || kind == ScalarKind::Int) {
     a.type = CD_ATTR_INT;
-    a.i = scalar_int(value, kind, call, what);
+    a.i = attr_int(value, kind, call, name, -1);
   } else if (kind == ScalarKind::Float) {
     a.type = CD_ATTR_FLOAT;
-    a.f = to_double(value, call, what);
+    a.f = attr_double(value, call, name, -1);
   } else if (py::isinstance<py::str>(value)) {
     a.type = CD_ATTR_STRING;
     a.s = value.cast<std::string>();
   } else if (!PyBytes_Check(value.ptr()) && py::isinstance<py::sequence>(value)) {
-    auto seq = py::reinterpret_borrow<py::sequence>(value);
-    std::vector<ScalarKind> kinds;
-    for (py::handle v : seq) {
-      kinds.push_back(scalar_kind(v));
+    const auto fast = py::reinterpret_steal<py::object>(PySequence_Fast(value.ptr(), "not a sequence"));
+    if (!fast) throw py::error_already_set();
+    PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.ptr());
+    SmallVector<ScalarKind, 8> kinds;
+    bool ints = true;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      kinds.push_back(scalar_kind(items[i]));
       if (kinds.back() == ScalarKind::Other) {
-        throw_type_error(call, what + "[" + std::to_string(kinds.size() - 1) + "] must be a number, got " +
-                                   describe_value(v));
+        throw_type_error(call, attr_what(name, i) + " must be a number, got " + describe_value(items[i]));
       }
+      ints = ints && kinds.back() != ScalarKind::Float;
     }
-    const bool ints = std::all_of(kinds.begin(), kinds.end(), [](ScalarKind k) { return k != ScalarKind::Float; });
     a.type = ints ? CD_ATTR_INTS : CD_ATTR_FLOATS;
-    size_t i = 0;
-    for (py::handle v : seq) {
-      const std::string item = what + "[" + std::to_string(i) + "]";
+    for (Py_ssize_t i = 0; i < n; ++i) {
       if (ints) {
-        a.ints.push_back(scalar_int(v, kinds[i], call, item));
+        a.ints.push_back(attr_int(items[i], kinds[static_cast<size_t>(i)], call, name, i));
       } else {
-        a.floats.push_back(to_double(v, call, item));
+        a.floats.push_back(attr_double(items[i], call, name, i));
       }
-      ++i;
     }
   } else {
-    throw_invalid(call, what + " has unsupported type " +
+    throw_invalid(call, attr_what(name, -1) + " has unsupported type " +
                             std::string(py::str(py::type::handle_of(value).attr("__name__"))));
   }
   return a;

@@ -129,7 +129,7 @@ def _as_operand(value: Any, device: Any, dtype_code: int, call: str = "tensor") 
     the dtype of the tensor it meets (``dtype_code``), else inferred. ``call``
     (``"add: input 'b'"``) names the operand in errors."""
     dt = BY_CODE.get(dtype_code)
-    if dt is not None and isinstance(value, int | float | np.number | np.bool_):
+    if dt is not None and isinstance(value, int | float | np.integer | np.floating | np.bool_):
         # Straight to the target dtype, as NumPy does: 2**70 + a float32 tensor is a float32 1.2e21,
         # and an integer that does not fit the tensor's integer dtype is an OverflowError.
         try:
@@ -279,9 +279,12 @@ def _slice_indices(item: slice, size: int) -> tuple[int, int, int]:
         raise InvalidArgumentError.make("core", "Tensor.__getitem__", f"{item!r}: {exc}") from None
 
 
-def _getitem(self: Tensor, index: Any) -> Tensor:
-    """Basic indexing (ints, slices, None, ..., a boolean) as a view, like NumPy and PyTorch."""
-    items = index if isinstance(index, tuple) else (index,)
+# Index items that need no checking or rewriting (the common case, kept fast).
+_PLAIN_ITEMS = (int, slice)
+
+
+def _checked_items(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The index items, checked as NumPy checks them, with None and boolean scalars as _NewAxis."""
     if any(isinstance(i, Tensor | np.ndarray | list) for i in items):
         raise InvalidArgumentError.make(
             "core", "Tensor.__getitem__", "indexing with tensors or lists is not supported; use chipdock.ops.gather"
@@ -291,7 +294,14 @@ def _getitem(self: Tensor, index: Any) -> Tensor:
             raise _index_error(f"{_INDEX_TYPES}, got {type(item).__name__} {item!r:.60}")
     if sum(i is Ellipsis for i in items) > 1:
         raise InvalidArgumentError.make("core", "Tensor.__getitem__", "an index can only have one ellipsis")
-    items = tuple(_NewAxis(1) if i is None else i for i in _normalize_bools(items))
+    return tuple(_NewAxis(1) if i is None else i for i in _normalize_bools(items))
+
+
+def _getitem(self: Tensor, index: Any) -> Tensor:
+    """Basic indexing (ints, slices, None, ..., a boolean) as a view, like NumPy and PyTorch."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not all(type(i) in _PLAIN_ITEMS for i in items):
+        items = _checked_items(items)
     consumed = sum(1 for i in items if not isinstance(i, _NewAxis) and i is not Ellipsis)
     if consumed > self.ndim:
         raise _index_error(f"too many indices: {consumed} for a {self.ndim}-d tensor")
