@@ -249,6 +249,9 @@ def test_only_regular_files_are_read_and_a_fifo_never_blocks(tmp_path):
     assert "is a FIFO, not a regular file" in refusal(tmp_path, fifo)
     assert "is a folder, not a regular file" in refusal(tmp_path, folder)
     assert "is a character device, not a regular file" in refusal(tmp_path, device)
+    loop = tmp_path / "loop.chipdock.json"
+    loop.symlink_to(loop)
+    assert "cannot be opened: Too many levels of symbolic links" in refusal(tmp_path, loop)
 
 
 MANIFEST_FIELD_REFUSALS = {
