@@ -210,9 +210,10 @@ def refusal(tmp_path: Path, manifest: Path) -> str:
 
 
 HOSTILE_TEXT = {
-    "deep": ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests objects and arrays 100001 deep"),
-    "deep_just_over": ('{"a": ' + "[" * 32 + "]" * 32 + "}", "nests objects and arrays 33 deep; a manifest may nest "
-                       "at most 32 deep"),
+    "deep": ('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests objects and arrays more than 32 deep"),
+    "deep_just_over": ('{"a": ' + "[" * 32 + "]" * 32 + "}", "nests objects and arrays more than 32 deep (a "
+                       "manifest may nest at most 32 deep)"),
+    "deep_in_strings_is_text": ('{"a": "' + "[" * 100 + '", "b": "\\"[[[["}', "field 'schema' must be a int"),
     "huge": ('{"a": "' + "x" * (2 << 20) + '"}', "may have at most 1048576 bytes"),
     "huge_int": ('{"schema": ' + "9" * 5000 + "}", "not valid JSON"),
     "not_utf8": (b'{"name": "\xff"}', "not UTF-8"),
@@ -357,7 +358,7 @@ def test_hostile_plugin_folders_refuse_each_plugin_alone_never_open_foreign_libr
     reasons = {Path(b["manifest_path"]).name or b["source"]: (b["status"], b["reason"])
                for b in report["backends"] if b["name"] != "cpu"}
     expected = {
-        "deep.chipdock.json": "nests objects and arrays 100001 deep",
+        "deep.chipdock.json": "nests objects and arrays more than 32 deep",
         "fifo.chipdock.json": "is a FIFO, not a regular file",
         "dotdot.chipdock.json": "outside the manifest's folder",
         "absolute.chipdock.json": "is an absolute path",
@@ -384,12 +385,12 @@ def test_doctor_and_check_show_each_hostile_plugins_reason(tmp_path):
     doctor = run_python("from chipdock.cli import main; main(['doctor'])", env)
     assert doctor.returncode == 0, doctor.stderr
     text = " ".join(doctor.stdout.split())  # rich wraps long lines at spaces
-    assert "is a FIFO, not a regular file" in text and "nests objects and arrays 5000 deep" in text
+    assert "is a FIFO, not a regular file" in text and "nests objects and arrays more than 32 deep" in text
     check = run_python("from chipdock.cli import main; main(['check', '--json'])", env)
     assert check.returncode == 0, check.stderr
     refused = {Path(b["manifest_path"]).name: b["reason"] for b in json.loads(check.stdout)["backends"]
                if b["status"] == "refused"}
-    assert "FIFO" in refused["fifo.chipdock.json"] and "5000 deep" in refused["deep.chipdock.json"]
+    assert "FIFO" in refused["fifo.chipdock.json"] and "more than 32 deep" in refused["deep.chipdock.json"]
 
 
 # C source text: ESC, rich markup, an emoji code and a C1 CSI (U+009B, as UTF-8) in one device name.

@@ -248,13 +248,14 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def _nesting_depth(text: str) -> int:
-    """How deep objects and arrays nest in JSON `text`, without parsing it (no recursion)."""
-    depth = deepest = 0
+def _nests_too_deep(text: str) -> bool:
+    """Whether objects and arrays in JSON `text` nest deeper than MAX_MANIFEST_DEPTH, without parsing it."""
+    depth = 0
     for bracket in _NOT_A_BRACKET.sub("", _JSON_STRING.sub("", text)):
         depth += 1 if bracket in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+        if depth > MAX_MANIFEST_DEPTH:
+            return True
+    return False
 
 
 def _field_with_control_character(value: Any, where: str = "") -> str | None:
@@ -282,10 +283,9 @@ def _parse(path: Path) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ManifestError(f"manifest {path} is not valid JSON: not UTF-8 ({exc})") from None
-    depth = _nesting_depth(text)
-    if depth > MAX_MANIFEST_DEPTH:
-        raise ManifestError(f"manifest {path} nests objects and arrays {depth} deep; a manifest may nest at most "
-                            f"{MAX_MANIFEST_DEPTH} deep")
+    if _nests_too_deep(text):
+        raise ManifestError(f"manifest {path} nests objects and arrays more than {MAX_MANIFEST_DEPTH} deep "
+                            f"(a manifest may nest at most {MAX_MANIFEST_DEPTH} deep)")
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:  # ValueError: bad JSON, or an integer of over 4300 digits
