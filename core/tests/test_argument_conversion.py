@@ -53,6 +53,7 @@ EMPTY_VIEWS = {
     "row_of_empty_rows": ((3, 0), 2),
     "inner_of_empty": ((2, 0, 4), (1, slice(None), 3)),
     "false_of_empty": ((0,), False),
+    "huge_step_of_empty": ((0, 2), slice(None, None, 2**62)),  # fuzz F3 addendum: stride * step beyond int64
 }
 
 
