@@ -136,7 +136,24 @@ std::vector<std::pair<int32_t, std::string>> plugin_log() {
 
 // ----------------------------------------------------------------- loading --
 
+namespace {
+
+// Discovery (chipdock/_discovery.py) resolves the library to a real path inside the manifest's real folder;
+// re-checked here so that no caller of load() can make dlopen search the library path or leave the folder.
+bool library_inside_manifest_folder(const Manifest& m) {
+  const size_t slash = m.manifest_path.rfind('/');
+  if (m.library_path.empty() || m.library_path.front() != '/' || slash == std::string::npos) return false;
+  const std::string folder = m.manifest_path.substr(0, slash + 1);
+  return m.library_path.compare(0, folder.size(), folder) == 0 && m.library_path.find("/../") == std::string::npos;
+}
+
+}  // namespace
+
 std::shared_ptr<Plugin> Plugin::load(const Manifest& manifest) {
+  if (!library_inside_manifest_folder(manifest)) {
+    refuse(manifest, "the library '" + manifest.library_path + "' is not an absolute path inside the folder of " +
+                         "the manifest '" + manifest.manifest_path + "'");
+  }
   std::shared_ptr<Plugin> plugin(new Plugin());
   plugin->manifest_ = manifest;
   dlerror();

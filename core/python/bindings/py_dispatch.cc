@@ -5,43 +5,97 @@
 #include "dispatch.hpp"
 #include "dtype.hpp"
 #include "launch.hpp"
+#include "small_vector.hpp"
 
 namespace chipdock::python {
 
 namespace {
 
-bool all_ints(const py::sequence& seq) {
-  for (py::handle v : seq) {
-    if (!py::isinstance<py::int_>(v)) return false;
-  }
-  return true;
+// How a Python value reads as an attribute: NumPy scalars count as the Python values they hold.
+enum class ScalarKind { Bool, Int, Float, Other };
+
+ScalarKind scalar_kind(py::handle value) {
+  // Leaked on purpose: a static py::object would be released after the interpreter is gone.
+  static PyObject* const np_bool = py::object(py::module_::import("numpy").attr("bool_")).release().ptr();
+  static PyObject* const np_integer = py::object(py::module_::import("numpy").attr("integer")).release().ptr();
+  static PyObject* const np_floating = py::object(py::module_::import("numpy").attr("floating")).release().ptr();
+  PyObject* obj = value.ptr();
+  if (PyBool_Check(obj)) return ScalarKind::Bool;  // before int: bool is an int
+  if (PyLong_Check(obj)) return ScalarKind::Int;
+  if (PyFloat_Check(obj)) return ScalarKind::Float;  // numpy.float64 too
+  if (PyObject_IsInstance(obj, np_bool) == 1) return ScalarKind::Bool;
+  if (PyObject_IsInstance(obj, np_integer) == 1) return ScalarKind::Int;
+  if (PyObject_IsInstance(obj, np_floating) == 1) return ScalarKind::Float;
+  return ScalarKind::Other;
 }
 
-// A Python value as an ABI attribute: bool/int -> INT, float -> FLOAT,
-// str -> STRING, a sequence of ints -> INTS, of numbers -> FLOATS.
+// The attribute in messages: "attribute 'pads'", or "attribute 'pads'[2]" for an element. Built only for
+// an error: attributes are converted on every op call.
+std::string attr_what(const std::string& name, Py_ssize_t index) {
+  std::string what = "attribute '" + name + "'";
+  return index < 0 ? what : what + "[" + std::to_string(index) + "]";
+}
+
+int64_t attr_int(py::handle value, ScalarKind kind, const char* call, const std::string& name, Py_ssize_t index) {
+  if (kind == ScalarKind::Bool) return PyObject_IsTrue(value.ptr()) == 1 ? 1 : 0;
+  if (PyLong_CheckExact(value.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (overflow == 0 && !(v == -1 && PyErr_Occurred())) return v;
+    PyErr_Clear();
+  }
+  return to_int64(value, call, attr_what(name, index));  // NumPy integers, and the error
+}
+
+double attr_double(py::handle value, const char* call, const std::string& name, Py_ssize_t index) {
+  const double v = PyFloat_AsDouble(value.ptr());
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw_overflow_error(call, attr_what(name, index) + " does not fit in a float64: got " + describe_value(value));
+  }
+  return v;
+}
+
+// A Python value as an ABI attribute: bool/int -> INT, float -> FLOAT, str -> STRING, a sequence of ints ->
+// INTS, of numbers -> FLOATS (NumPy scalars and 1-d arrays alike). Every failure names the call and the
+// attribute: TypeError for a wrong type, OverflowError for a value outside int64 or float64.
 Attribute to_attribute(const std::string& name, py::handle value, const char* call) {
   Attribute a;
   a.name = name;
-  if (py::isinstance<py::bool_>(value) || py::isinstance<py::int_>(value)) {
+  const ScalarKind kind = scalar_kind(value);
+  if (kind == ScalarKind::Bool || kind == ScalarKind::Int) {
     a.type = CD_ATTR_INT;
-    a.i = value.cast<int64_t>();
-  } else if (py::isinstance<py::float_>(value)) {
+    a.i = attr_int(value, kind, call, name, -1);
+  } else if (kind == ScalarKind::Float) {
     a.type = CD_ATTR_FLOAT;
-    a.f = value.cast<double>();
+    a.f = attr_double(value, call, name, -1);
   } else if (py::isinstance<py::str>(value)) {
     a.type = CD_ATTR_STRING;
     a.s = value.cast<std::string>();
-  } else if (py::isinstance<py::sequence>(value)) {
-    auto seq = py::reinterpret_borrow<py::sequence>(value);
-    if (all_ints(seq)) {
-      a.type = CD_ATTR_INTS;
-      for (py::handle v : seq) a.ints.push_back(v.cast<int64_t>());
-    } else {
-      a.type = CD_ATTR_FLOATS;
-      for (py::handle v : seq) a.floats.push_back(v.cast<double>());
+  } else if (!PyBytes_Check(value.ptr()) && py::isinstance<py::sequence>(value)) {
+    const auto fast = py::reinterpret_steal<py::object>(PySequence_Fast(value.ptr(), "not a sequence"));
+    if (!fast) throw py::error_already_set();
+    PyObject** items = PySequence_Fast_ITEMS(fast.ptr());
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(fast.ptr());
+    SmallVector<ScalarKind, 8> kinds;
+    bool ints = true;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      kinds.push_back(scalar_kind(items[i]));
+      if (kinds.back() == ScalarKind::Other) {
+        throw_type_error(call, attr_what(name, i) + " must be a number, got " + describe_value(items[i]));
+      }
+      ints = ints && kinds.back() != ScalarKind::Float;
+    }
+    a.type = ints ? CD_ATTR_INTS : CD_ATTR_FLOATS;
+    for (Py_ssize_t i = 0; i < n; ++i) {
+      if (ints) {
+        a.ints.push_back(attr_int(items[i], kinds[static_cast<size_t>(i)], call, name, i));
+      } else {
+        a.floats.push_back(attr_double(items[i], call, name, i));
+      }
     }
   } else {
-    throw_invalid(call, "attribute '" + name + "' has unsupported type " +
+    throw_invalid(call, attr_what(name, -1) + " has unsupported type " +
                             std::string(py::str(py::type::handle_of(value).attr("__name__"))));
   }
   return a;
@@ -136,9 +190,9 @@ const OpSpec& find_op(const std::string& name) {
 
 // A Python scalar or array as a tensor of `dtype` on `device` (Python does
 // the conversion: it knows float16/bfloat16 through ml_dtypes).
-Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype) {
+Tensor to_tensor(py::handle value, Device& device, cd_dtype_t dtype, const std::string& call) {
   static py::object convert = py::module_::import("chipdock._tensor").attr("_as_operand");
-  return convert(value, py::cast(&device, py::return_value_policy::reference), dtype).cast<Tensor>();
+  return convert(value, py::cast(&device, py::return_value_policy::reference), dtype, call).cast<Tensor>();
 }
 
 // The Tensor behind `h`, or NULL when `h` is not one (one type lookup).
@@ -177,7 +231,11 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList&
     py::handle a = args[i];
     if (a.is_none()) continue;
     if (op.inputs[i].variadic) {
-      for (py::handle t : a.cast<py::sequence>()) {
+      if (!py::isinstance<py::sequence>(a) || PyUnicode_Check(a.ptr())) {
+        throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name,
+                    op.inputs[i].name + ": expected a sequence of tensors, got " + describe_value(a));
+      }
+      for (py::handle t : py::reinterpret_borrow<py::sequence>(a)) {
         const Tensor* tensor = as_tensor(t);
         if (tensor == nullptr) throw Error(CD_STATUS_INVALID_ARGUMENT, "core", op.name, op.inputs[i].name + ": expected tensors");
         groups[i].push_back(*tensor);
@@ -197,7 +255,7 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList&
     auto it = std::find_if(bound.begin(), bound.end(), [&](const Bound& b) { return *b.type_var == op.inputs[i].type_var; });
     if (device == nullptr) device = &to_device(py::none());
     cd_dtype_t dtype = it != bound.end() ? it->dtype : CD_DTYPE_INVALID;
-    groups[i].push_back(to_tensor(py::handle(args[i]), *device, dtype));
+    groups[i].push_back(to_tensor(py::handle(args[i]), *device, dtype, op.name + ": input '" + op.inputs[i].name + "'"));
   }
   return groups;
 }

@@ -24,11 +24,11 @@ py::dict plugin_info(Plugin& p) {
   py::dict d;
   d["name"] = p.name();
   d["device_type"] = p.device_type();
-  d["version"] = p.plugin_version();
+  d["version"] = backend_text(p.plugin_version());
   d["abi_version"] = py::make_tuple(p.plugin_abi_major(), p.plugin_abi_minor());
   d["table_size"] = p.table_size();
   d["device_count"] = p.device_count();
-  d["device_error"] = p.device_error();
+  d["device_error"] = backend_text(p.device_error());
   d["kernel_count"] = p.kernels().size();
   d["library_path"] = p.manifest().library_path;
   d["manifest_path"] = p.manifest().manifest_path;
@@ -38,11 +38,11 @@ py::dict plugin_info(Plugin& p) {
 py::dict properties_dict(const Device& dev) {
   const cd_device_properties& p = dev.properties();
   py::dict d;
-  d["name"] = p.name;
-  d["vendor"] = p.vendor;
-  d["architecture"] = p.architecture;
-  d["driver_version"] = p.driver_version;
-  d["runtime_version"] = p.runtime_version;
+  d["name"] = backend_text(p.name);
+  d["vendor"] = backend_text(p.vendor);
+  d["architecture"] = backend_text(p.architecture);
+  d["driver_version"] = backend_text(p.driver_version);
+  d["runtime_version"] = backend_text(p.runtime_version);
   d["total_memory"] = p.total_memory;
   d["supported_dtypes_mask"] = p.supported_dtypes;
   d["compute_units"] = p.compute_units;
@@ -118,14 +118,18 @@ void register_runtime(py::module_& m) {
     return out;
   });
   m.def("shutdown", [] { Runtime::instance().shutdown(); }, py::call_guard<py::gil_scoped_release>());
-  m.def("plugin_log", [] { return plugin_log(); });
+  m.def("plugin_log", [] {
+    py::list out;
+    for (const auto& [level, message] : plugin_log()) out.append(py::make_tuple(level, backend_text(message)));
+    return out;
+  });
   m.attr("PLUGIN_ENTRY_SYMBOL") = CD_PLUGIN_ENTRY_SYMBOL;
 
   py::class_<Device, std::unique_ptr<Device, py::nodelete>>(m, "Device")
       .def_property_readonly("type", &Device::type)
       .def_property_readonly("index", &Device::ordinal)
       .def_property_readonly("backend", [](const Device& d) { return d.plugin().name(); })
-      .def_property_readonly("name", [](const Device& d) { return std::string(d.properties().name); })
+      .def_property_readonly("name", [](const Device& d) { return backend_text(d.properties().name); })
       .def("properties", &properties_dict, "The device's properties as a dict.")
       .def("synchronize", &Device::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Blocks until all work on every stream of the device has completed.")

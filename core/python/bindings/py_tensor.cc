@@ -7,12 +7,6 @@ namespace chipdock::python {
 
 namespace {
 
-Shape to_shape(const py::iterable& values) {
-  Shape out;
-  for (py::handle v : values) out.push_back(v.cast<int64_t>());
-  return out;
-}
-
 void require_c_contiguous(const py::array& arr, const char* call) {
   if (!(arr.flags() & py::array::c_style)) throw_invalid(call, "the array must be C-contiguous");
 }
@@ -57,9 +51,9 @@ void register_tensor(py::module_& m) {
       .def_static("_from_array", &from_array, py::arg("array"), py::arg("dtype_code"), py::arg("device"))
       .def_static(
           "_empty",
-          [](const py::iterable& shape, cd_dtype_t dtype, py::object device) {
+          [](py::handle shape, cd_dtype_t dtype, py::object device) {
             Device& dev = to_device(device);
-            Shape dims = to_shape(shape);
+            Shape dims = to_int64s(shape, "empty", "shape");
             py::gil_scoped_release release;  // an OOM retry synchronizes the device
             return Tensor::empty(dev, dims, dtype);
           },
@@ -103,14 +97,20 @@ void register_tensor(py::module_& m) {
           },
           py::return_value_policy::reference_internal)
       .def("permute", [](const Tensor& t, const py::args& dims) {
-        if (dims.size() == 1 && !py::isinstance<py::int_>(dims[0])) return t.permute(to_shape(dims[0]));
-        return t.permute(to_shape(dims));
+        if (dims.size() == 1 && !PyIndex_Check(dims[0].ptr())) return t.permute(to_int64s(dims[0], "permute", "dims"));
+        return t.permute(to_int64s(dims, "permute", "dims"));
       })
-      .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
+      .def(
+          "transpose",
+          [](const Tensor& t, py::handle dim0, py::handle dim1) {
+            return t.transpose(to_int64(dim0, "transpose", "dim0"), to_int64(dim1, "transpose", "dim1"));
+          },
+          py::arg("dim0"), py::arg("dim1"))
       .def(
           "as_strided",
-          [](const Tensor& t, const py::iterable& shape, const py::iterable& strides, std::optional<int64_t> offset) {
-            return t.as_strided(to_shape(shape), to_shape(strides), offset.value_or(t.offset()));
+          [](const Tensor& t, py::handle shape, py::handle strides, py::handle offset) {
+            return t.as_strided(to_int64s(shape, "as_strided", "size"), to_int64s(strides, "as_strided", "stride"),
+                                offset.is_none() ? t.offset() : to_int64(offset, "as_strided", "storage_offset"));
           },
           py::arg("size"), py::arg("stride"), py::arg("storage_offset") = py::none(),
           "A view of the same storage with the given shape and strides (in elements).")

@@ -25,9 +25,21 @@ _default_device: Device | None = None
 def _load_all() -> list[BackendInfo]:
     infos: list[BackendInfo] = []
     for cand in _discovery.candidates():
-        infos.append(_load_one(cand))
+        infos.append(_load_one_confined(cand))
     atexit.register(_C.shutdown)
     return infos
+
+
+def _load_one_confined(cand: _discovery.Candidate) -> BackendInfo:
+    """_load_one, with any unforeseen failure refusing this plugin only (never every later devices())."""
+    try:
+        return _load_one(cand)
+    except Exception as exc:
+        return BackendInfo(
+            name=cand.label or (cand.manifest_path.name if cand.manifest_path else "?"), source=cand.source,
+            status="refused", reason=f"discovery failed: {type(exc).__name__}: {exc}",
+            manifest_path=str(cand.manifest_path or ""),
+        )
 
 
 def _load_one(cand: _discovery.Candidate) -> BackendInfo:

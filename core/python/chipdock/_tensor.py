@@ -7,6 +7,7 @@ the NumPy-facing methods to it (dtype objects, ``numpy()``, ``__array__``,
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 from . import _C
 from ._dtypes import BY_CODE, as_dtype, dtype, float32, from_numpy, int64
 from ._runtime import DeviceLike, _resolve_device
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, OutOfRangeError
 
 Tensor = _C.Tensor
 
@@ -43,6 +44,8 @@ def tensor(data: Any, device: DeviceLike = None, dtype: Any = None) -> Tensor:
         arr = np.asarray(data)
     except (ValueError, TypeError) as exc:
         raise InvalidArgumentError.make("core", "tensor", f"cannot convert data to an array: {exc}") from None
+    if arr.dtype == object:
+        arr = _from_objects(data, arr, dtype)
     if arr.dtype.kind in "OUSVcMm":
         from_numpy(arr.dtype, "tensor")  # raises unless known (bfloat16's kind is "V")
     target = as_dtype(dtype, "tensor") if dtype is not None else _infer_dtype(data, arr)
@@ -50,10 +53,40 @@ def tensor(data: Any, device: DeviceLike = None, dtype: Any = None) -> Tensor:
     return Tensor._from_array(arr, target.code, _resolve_device(device))
 
 
+def _from_objects(data: Any, arr: np.ndarray, dtype: Any) -> np.ndarray:
+    """Data NumPy could only hold as objects: Python integers outside int64 are the common case.
+
+    With a dtype they convert straight to it, as in NumPy (``tensor([2**70], dtype=float32)``); one that
+    does not fit, or one without a dtype, is an OverflowError naming the call rather than "dtype object".
+    """
+    if dtype is not None:
+        target = as_dtype(dtype, "tensor")
+        try:
+            return np.asarray(data, dtype=target.numpy)
+        except OverflowError:
+            raise OverflowError(f"[core] tensor: an integer in the data does not fit in {target.name}") from None
+        except (TypeError, ValueError):
+            return arr  # refused below with the dtype NumPy saw
+    if all(isinstance(v, int) for v in arr.flat):
+        raise OverflowError("[core] tensor: an integer in the data is outside int64; give a float dtype to "
+                            "store it rounded")
+    return arr
+
+
+def _dims(shape: Any, call: str) -> tuple[Any, ...]:
+    """``shape`` (an integer or a sequence of them) as a tuple; the core checks each entry."""
+    if _is_integer(shape):
+        return (shape,)
+    try:
+        return tuple(shape)
+    except TypeError:
+        raise TypeError(f"[core] {call}: shape must be an integer or a sequence of integers, "
+                        f"got {type(shape).__name__} {shape!r:.60}") from None
+
+
 def empty(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike = None) -> Tensor:
     """An uninitialized contiguous tensor."""
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    return Tensor._empty(dims, as_dtype(dtype, "empty").code, _resolve_device(device))
+    return Tensor._empty(_dims(shape, "empty"), as_dtype(dtype, "empty").code, _resolve_device(device))
 
 
 def zeros(shape: int | Sequence[int], dtype: Any = float32, device: DeviceLike = None) -> Tensor:
@@ -91,11 +124,23 @@ def from_dlpack(obj: Any, device: DeviceLike = None) -> Tensor:
     )
 
 
-def _as_operand(value: Any, device: Any, dtype_code: int) -> Tensor:
+def _as_operand(value: Any, device: Any, dtype_code: int, call: str = "tensor") -> Tensor:
     """A non-tensor operand of an op (``x + 1``) as a tensor on ``device``: of
-    the dtype of the tensor it meets (``dtype_code``), else inferred."""
+    the dtype of the tensor it meets (``dtype_code``), else inferred. ``call``
+    (``"add: input 'b'"``) names the operand in errors."""
     dt = BY_CODE.get(dtype_code)
-    return tensor(value, device=device, dtype=dt)
+    if dt is not None and isinstance(value, int | float | np.integer | np.floating | np.bool_):
+        # Straight to the target dtype, as NumPy does: 2**70 + a float32 tensor is a float32 1.2e21,
+        # and an integer that does not fit the tensor's integer dtype is an OverflowError.
+        try:
+            arr = np.asarray(value, dtype=dt.numpy)
+        except OverflowError:
+            raise OverflowError(f"[core] {call}: {value!r} does not fit in {dt.name}") from None
+        return Tensor._from_array(arr, dt.code, _resolve_device(device))
+    try:
+        return tensor(value, device=device, dtype=dt)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError.make("core", call, exc.reason) from None
 
 
 # ----------------------------------------------------- Tensor conveniences --
@@ -112,7 +157,7 @@ def pinned_empty(shape: int | Sequence[int], dtype: Any = float32, device: Devic
     non_blocking=True)``); the memory stays alive until those copies finish.
     """
     dt = as_dtype(dtype, "pinned_empty")
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    dims = _dims(shape, "pinned_empty")
     count = int(np.prod(dims, dtype=np.int64))
     buffer = _C.PinnedBuffer(_resolve_device(device), count * dt.itemsize)
     return np.frombuffer(buffer, dtype=np.uint8).view(dt.numpy).reshape(dims)
@@ -187,46 +232,106 @@ def _size(self: Tensor, dim: int | None = None) -> Any:
     return self.shape if dim is None else self.shape[dim]
 
 
-def _getitem(self: Tensor, index: Any) -> Tensor:
-    """Basic indexing (ints, slices, None, ...) as a view, like NumPy and PyTorch."""
-    items = index if isinstance(index, tuple) else (index,)
+_INDEX_TYPES = "only integers, slices (`:`), ellipsis (`...`), None and booleans are valid indices"
+
+
+def _index_error(reason: str) -> Exception:
+    return OutOfRangeError.make("core", "Tensor.__getitem__", reason)
+
+
+def _normalize_bools(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A scalar boolean index adds an axis of size 1 (True) or 0 (False), as in NumPy.
+
+    NumPy treats it as a 0-d boolean array (advanced indexing); alone among basic indices that is exactly a
+    new axis of that size. Combined with integers or other booleans it would broadcast with them, which a
+    view cannot express, so that is refused.
+    """
+    bools = [i for i in items if isinstance(i, bool | np.bool_)]
+    if not bools:
+        return items
+    if len(bools) > 1 or any(not isinstance(i, bool | np.bool_) and _is_integer(i) for i in items):
+        raise _index_error("a boolean scalar index combined with integer or other boolean indices is advanced "
+                           "indexing, which is not supported; index with the boolean alone")
+    return tuple(_NewAxis(1 if bool(i) else 0) if isinstance(i, bool | np.bool_) else i for i in items)
+
+
+class _NewAxis:
+    """An axis to insert: None (size 1) or a boolean scalar index (size 1 or 0)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _is_integer(item: Any) -> bool:
+    try:
+        operator.index(item)
+    except TypeError:
+        return False
+    return not isinstance(item, Tensor | np.ndarray)
+
+
+def _slice_indices(item: slice, size: int) -> tuple[int, int, int]:
+    try:
+        return item.indices(size)
+    except TypeError:
+        raise TypeError(f"[core] Tensor.__getitem__: slice indices must be integers or None, got {item!r}") from None
+    except ValueError as exc:  # a step of 0
+        raise InvalidArgumentError.make("core", "Tensor.__getitem__", f"{item!r}: {exc}") from None
+
+
+# Index items that need no checking or rewriting (the common case, kept fast).
+_PLAIN_ITEMS = (int, slice)
+
+
+def _checked_items(items: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The index items, checked as NumPy checks them, with None and boolean scalars as _NewAxis."""
     if any(isinstance(i, Tensor | np.ndarray | list) for i in items):
         raise InvalidArgumentError.make(
             "core", "Tensor.__getitem__", "indexing with tensors or lists is not supported; use chipdock.ops.gather"
         )
+    for item in items:
+        if not (item is None or item is Ellipsis or isinstance(item, slice | bool | np.bool_) or _is_integer(item)):
+            raise _index_error(f"{_INDEX_TYPES}, got {type(item).__name__} {item!r:.60}")
     if sum(i is Ellipsis for i in items) > 1:
         raise InvalidArgumentError.make("core", "Tensor.__getitem__", "an index can only have one ellipsis")
-    consumed = sum(1 for i in items if i is not None and i is not Ellipsis)
+    return tuple(_NewAxis(1) if i is None else i for i in _normalize_bools(items))
+
+
+def _getitem(self: Tensor, index: Any) -> Tensor:
+    """Basic indexing (ints, slices, None, ..., a boolean) as a view, like NumPy and PyTorch."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not all(type(i) in _PLAIN_ITEMS for i in items):
+        items = _checked_items(items)
+    consumed = sum(1 for i in items if not isinstance(i, _NewAxis) and i is not Ellipsis)
     if consumed > self.ndim:
-        raise InvalidArgumentError.make(
-            "core", "Tensor.__getitem__", f"too many indices: {consumed} for a {self.ndim}-d tensor"
-        )
+        raise _index_error(f"too many indices: {consumed} for a {self.ndim}-d tensor")
     if Ellipsis in items:
         at = items.index(Ellipsis)
         items = items[:at] + (slice(None),) * (self.ndim - consumed) + items[at + 1:]
     shape, strides, offset, dim = [], [], self.storage_offset(), 0
     for item in items:
-        if item is None:
-            shape.append(1)
+        if isinstance(item, _NewAxis):
+            shape.append(item.size)
             strides.append(0)
             continue
         size, stride = self.shape[dim], self.stride()[dim]
         if isinstance(item, slice):
-            start, stop, step = item.indices(size)
+            start, stop, step = _slice_indices(item, size)
             count = len(range(start, stop, step))
             offset += start * stride if count else 0
             shape.append(count)
-            strides.append(stride * step)
+            # One element or none: the stride is never used, and step * stride may not even fit in int64.
+            strides.append(stride * step if count > 1 else stride)
         else:
-            i = int(item)
+            i = operator.index(item)
             if not -size <= i < size:
-                raise InvalidArgumentError.make(
-                    "core", "Tensor.__getitem__", f"index {i} is out of range for dim {dim} of size {size}"
-                )
+                raise _index_error(f"index {i} is out of range for dim {dim} of size {size}")
             offset += (i + size if i < 0 else i) * stride
         dim += 1
     shape += self.shape[dim:]
     strides += self.stride()[dim:]
+    if 0 in shape:  # an empty view touches no element; keep an offset the storage is sure to hold
+        offset = self.storage_offset()
     return self.as_strided(tuple(shape), tuple(strides), offset)
 
 
@@ -238,7 +343,26 @@ def _setitem(self: Tensor, index: Any, value: Any) -> None:
             view.shape, _broadcast_strides(value, view.shape), value.storage_offset())
         view.copy_(src)
     else:
-        view.copy_(np.broadcast_to(np.asarray(value, dtype=_dtype(self).numpy), view.shape))
+        arr = _setitem_value(value, _dtype(self))
+        try:
+            arr = np.broadcast_to(arr, view.shape)
+        except ValueError:
+            reason = f"a value of shape {arr.shape} does not broadcast to {view.shape}"
+            raise InvalidArgumentError.make("core", "Tensor.__setitem__", reason) from None
+        view.copy_(arr)
+
+
+def _setitem_value(value: Any, dt: dtype) -> np.ndarray:
+    """``value`` as an array of the tensor's dtype; a failure names the call, with NumPy's exception type."""
+    try:
+        return np.asarray(value, dtype=dt.numpy)
+    except OverflowError as exc:
+        raise OverflowError(f"[core] Tensor.__setitem__: the value does not fit in {dt.name}: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"[core] Tensor.__setitem__: the value cannot be stored as {dt.name}: {exc}") from None
+    except ValueError as exc:
+        raise InvalidArgumentError.make("core", "Tensor.__setitem__",
+                                        f"the value cannot be stored as {dt.name}: {exc}") from None
 
 
 def _broadcast_strides(t: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -5,17 +5,33 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import sys
 from typing import Any
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
 def _console() -> Console:
-    # Logs and pipes get a wide table instead of one wrapped to 80 columns.
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    # Logs and pipes get a wide table instead of one wrapped to 80 columns. No emoji codes: a backend's
+    # string ":warning:" stays text.
+    return Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
+
+
+# C0, DEL and C1 (0x9b is a one-byte CSI on some terminals).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _plain(value: Any) -> str:
+    """`value` as inert terminal text, for every string a backend, a manifest or the system supplies.
+
+    Control characters become visible escapes (``\\x1b``, ``\\n``) instead of reaching the terminal, and
+    rich markup (``[bold]``) is escaped, as report.html escapes the same strings for HTML.
+    """
+    return escape(_CONTROL.sub(lambda m: ascii(m.group())[1:-1], str(value)))
 
 
 ENV_VARS = ("CHIPDOCK_PLUGIN_PATH", "CHIPDOCK_CPU_STRICT", "CHIPDOCK_CPU_DEVICES", "CHIPDOCK_CPU_MEMORY_LIMIT",
@@ -30,10 +46,10 @@ def _backend_table(backends: list[dict[str, Any]]) -> Table:
     for b in backends:
         if b["status"] == "accepted":
             status = "[green]accepted[/]"
-            detail = str(b["device_count"]) + (f" ({b['device_error']})" if b["device_error"] else "")
+            detail = str(b["device_count"]) + (f" ({_plain(b['device_error'])})" if b["device_error"] else "")
         else:
-            status, detail = "[red]refused[/]", b["reason"]
-        table.add_row(b["name"], b["version"] or "-", b["abi_version"] or "-", status, detail)
+            status, detail = "[red]refused[/]", _plain(b["reason"])
+        table.add_row(_plain(b["name"]), _plain(b["version"] or "-"), _plain(b["abi_version"] or "-"), status, detail)
     return table
 
 
@@ -44,8 +60,8 @@ def _device_table(devices: list[dict[str, Any]]) -> Table:
     for d in devices:
         for i, step in enumerate(d["steps"]):
             mark = "[green]ok[/]" if step["ok"] else "[red]FAIL[/]"
-            table.add_row(d["device"] if i == 0 else "", d["name"] if i == 0 else "", step["name"],
-                          f"{mark} {step['detail']}", f"{step['milliseconds']:.1f}")
+            table.add_row(_plain(d["device"]) if i == 0 else "", _plain(d["name"]) if i == 0 else "", step["name"],
+                          f"{mark} {_plain(step['detail'])}", f"{step['milliseconds']:.1f}")
     return table
 
 
@@ -70,7 +86,7 @@ def check(as_json: bool) -> None:
         console.print(_backend_table(report["backends"]))
         console.print(_device_table(report["devices"]))
         for message in report["warnings"]:
-            console.print(f"[yellow]warning[/]: {message}")
+            console.print(f"[yellow]warning[/]: {_plain(message)}")
         if not report["devices"]:
             console.print("[red]no devices found[/]")
         console.print("[green]all devices passed[/]" if report["ok"] else "[red]check FAILED[/]")
@@ -99,22 +115,25 @@ def doctor(as_json: bool) -> None:
         return
     console = _console()
     for key in ("core_version", "abi_version", "python", "platform", "cmake_dir"):
-        console.print(f"[bold]{key}[/]: {info[key]}")
-    console.print(f"[bold]environment[/]: {info['environment'] or '(none of ' + ', '.join(ENV_VARS) + ')'}")
+        console.print(f"[bold]{key}[/]: {_plain(info[key])}")
+    environment = _plain(info["environment"]) if info["environment"] else "(none of " + ", ".join(ENV_VARS) + ")"
+    console.print(f"[bold]environment[/]: {environment}")
     for b in info["backends"]:
-        verdict = "[green]accepted[/]" if b["status"] == "accepted" else f"[red]refused[/]: {b['reason']}"
-        console.print(f"\n[bold]{b['name']}[/] {b['version']} (ABI {b['abi_version'] or '?'}) {verdict}")
-        console.print(f"  source: {b['source']}\n  manifest: {b['manifest_path']}\n  library: {b['library_path']}")
+        p = {k: _plain(v) for k, v in b.items() if isinstance(v, str)}
+        verdict = "[green]accepted[/]" if b["status"] == "accepted" else f"[red]refused[/]: {p['reason']}"
+        console.print(f"\n[bold]{p['name']}[/] {p['version']} (ABI {p['abi_version'] or '?'}) {verdict}")
+        console.print(f"  source: {p['source']}\n  manifest: {p['manifest_path']}\n  library: {p['library_path']}")
         for name, what in b.get("environment", {}).items():
-            console.print(f"  environment default (manifest): {name} {what}")
+            console.print(f"  environment default (manifest): {_plain(name)} {_plain(what)}")
         if b["status"] == "accepted":
-            console.print(f"  devices: {b['device_count']} {b['device_error']}  kernels: {b['kernel_count']}")
+            console.print(f"  devices: {b['device_count']} {p['device_error']}  kernels: {b['kernel_count']}")
     for d in info["devices"]:
-        console.print(f"\n[bold]{d['device']}[/]: {d['name']} ({d['vendor']}, {d['architecture']}), "
+        p = {k: _plain(v) for k, v in d.items() if isinstance(v, str)}
+        console.print(f"\n[bold]{p['device']}[/]: {p['name']} ({p['vendor']}, {p['architecture']}), "
                       f"{d['total_memory'] >> 20} MiB, {d['compute_units']} compute units, "
-                      f"runtime {d['runtime_version'] or '-'}, driver {d['driver_version'] or '-'}")
+                      f"runtime {p['runtime_version'] or '-'}, driver {p['driver_version'] or '-'}")
     for entry in info["plugin_log"]:
-        console.print(f"log[{entry['level']}]: {entry['message']}")
+        console.print(f"log[{entry['level']}]: {_plain(entry['message'])}")
 
 
 @main.group()
@@ -251,8 +270,11 @@ def _tensor_table(title: str, rows: list[Any]) -> Table:
 @click.option("--warmup", type=click.IntRange(min=0), default=3, show_default=True, help="Untimed runs before --bench.")
 @click.option("--profile", is_flag=True, help="With --bench: time every node as well and list the op types by time.")
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Rows of the --profile table.")
+@click.option("--memory-limit", metavar="BYTES",
+              help="Refuse, before it allocates, a model whose planned peak device memory exceeds BYTES (e.g. "
+                   "1073741824, 512M, 2GiB; default: the device's memory, never more than it has free).")
 def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple[str, ...], as_json: bool,
-        bench_runs: int | None, warmup: int, profile: bool, top: int) -> None:
+        bench_runs: int | None, warmup: int, profile: bool, top: int, memory_limit: str | None) -> None:
     """Run an ONNX model on a device and describe its outputs; --bench measures it."""
     if profile and bench_runs is None:
         raise click.UsageError("--profile needs --bench N")
@@ -262,7 +284,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
         _fail("run", exc)
     try:
         result = _run_model(runner, model, device, inputs_path, seed, runner.parse_dims(dims), bench_runs, warmup,
-                            profile)
+                            profile, memory_limit)
     except _model_errors() as exc:
         _fail("run", exc)
     if as_json:
@@ -280,7 +302,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
 
 
 def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
-               bench_runs: int | None, warmup: int, profile: bool) -> dict[str, Any]:
+               bench_runs: int | None, warmup: int, profile: bool, memory_limit: str | None = None) -> dict[str, Any]:
     import chipdock
 
     from .onnx import Session
@@ -290,11 +312,13 @@ def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, se
 
     chipdock_device = chipdock.device(device)  # an unknown device fails here, before the model loads
     if bench_runs is None:
-        session = Session(model, device=chipdock_device)
+        session = Session(model, device=chipdock_device, memory_limit=memory_limit)
         report, _ = runner.run_once(session, feeds(session), model)
         return {"run": report.as_dict()}
-    bench_report, session = runner.benchmark(lambda: Session(model, device=chipdock_device), chipdock_device,
-                                             feeds, bench_runs, warmup, model)
+    def make_session() -> Any:
+        return Session(model, device=chipdock_device, memory_limit=memory_limit)
+
+    bench_report, session = runner.benchmark(make_session, chipdock_device, feeds, bench_runs, warmup, model)
     inputs = feeds(session)
     if profile:
         bench_report.profile = runner.profile_ops(session, inputs, repeats=max(1, min(bench_runs, 10)))

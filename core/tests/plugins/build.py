@@ -115,6 +115,7 @@ def build_toy_plugin(
     include_dir: Path | None = None,
     manifest_overrides: dict[str, Any] | None = None,
     cc: str = "cc",
+    extra_defines: list[str] | None = None,
 ) -> Path:
     """Build one toy backend variant and return the path of its manifest.
 
@@ -123,7 +124,9 @@ def build_toy_plugin(
     (default: ``device_api/include``; ``core/tests/abi_v1_0`` for the
     ``frozen_v1_0`` variant). `manifest_overrides` is deep-merged into the
     manifest (see DELETE). `cc` is the compiler command (may hold arguments,
-    e.g. ``"ccache cc"``). Raises ValueError for an unknown variant and
+    e.g. ``"ccache cc"``). `extra_defines` are more ``-D`` definitions on top of the
+    variant's, e.g. ``['TOY_DEVICE_NAME_OVERRIDE="name"']`` (a hostile device name
+    for the terminal-escaping tests). Raises ValueError for an unknown variant and
     PluginBuildError when compilation fails.
     """
     if variant not in VARIANT_DEFINES:
@@ -141,7 +144,7 @@ def build_toy_plugin(
             "-shared", "-fPIC", "-std=c99", "-O1", "-fvisibility=hidden",
             "-Wall", "-Wextra",
             f"-I{include_dir}",
-            *[f"-D{define}" for define in VARIANT_DEFINES[variant]],
+            *[f"-D{define}" for define in [*VARIANT_DEFINES[variant], *(extra_defines or [])]],
             "-o", str(library), str(TOY_SOURCE),
             "-pthread",
         ]

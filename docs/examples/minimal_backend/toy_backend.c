@@ -192,6 +192,9 @@ static cd_error* toy_device_get_properties(int32_t device, cd_device_properties*
             TOY_BAD, "props is NULL or smaller than in v1.0");
   memset(&mine, 0, sizeof(mine));
   snprintf(mine.name, sizeof(mine.name), "chipdock toy device %d", (int)device);
+#ifdef TOY_DEVICE_NAME_OVERRIDE /* test hook (core/tests/plugins/build.py): a hostile device name */
+  snprintf(mine.name, sizeof(mine.name), "%s", TOY_DEVICE_NAME_OVERRIDE);
+#endif
   snprintf(mine.vendor, sizeof(mine.vendor), "chipdock");
   snprintf(mine.architecture, sizeof(mine.architecture), "host");
   mine.total_memory = TOY_DEVICE_BYTES;

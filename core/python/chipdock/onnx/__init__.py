@@ -19,6 +19,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "chipdock.onnx needs the 'onnx' package: pip install 'chipdock[onnx]' (or pip install onnx)"
     ) from exc
 
+from .graph import MAX_OPSET
+from .limits import MemoryLimitError
 from .session import NodeInfo, Session, UnsupportedModelError, ValueInfo
 
-__all__ = ["NodeInfo", "Session", "UnsupportedModelError", "ValueInfo"]
+__all__ = ["MAX_OPSET", "MemoryLimitError", "NodeInfo", "Session", "UnsupportedModelError", "ValueInfo"]

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _opset
 from .._dtypes import BY_CODE, dtype, from_numpy
+from ..errors import InvalidArgumentError
 
 Kernel = Callable[..., Any]
 ConverterFn = Callable[["NodeContext"], Kernel]
@@ -89,9 +90,11 @@ class NodeContext:
         out_types: list[tuple[dtype | None, tuple[Any, ...] | None]],
         const: Callable[[int], np.ndarray | None],
         device: Any,
+        budget: Any = None,
+        name: str | None = None,
     ) -> None:
         self.node = node
-        self.name: str = node.name
+        self.name: str = name if name is not None else node.name
         self.op_type: str = node.op_type
         self.opset = opset
         self.attrs = attrs
@@ -101,6 +104,7 @@ class NodeContext:
         self._out_types = out_types
         self._const = const
         self.device = device
+        self.budget = budget  # a limits.MemoryBudget (None: no limit, as in the converters' own tests)
 
     # -- inputs ------------------------------------------------------------
     def has_input(self, i: int) -> bool:
@@ -162,6 +166,26 @@ class NodeContext:
         if rank not in ranks:
             raise Unsupported(f"input {self.inputs[i]!r} has rank {rank}; supported: {', '.join(map(str, ranks))}")
         return rank
+
+    def check_output(self, shape: Sequence[int], dt: dtype) -> list[int]:
+        """``shape`` (Python ints) as the node's output, refused before anything is allocated when a dim is
+        negative or beyond int64, or the output would not fit the model's memory limit."""
+        from .limits import checked_numel
+
+        dims = [int(d) for d in shape]
+        checked_numel(dims, self.call, f"node {self.name!r} ({self.op_type}): output ")
+        if self.budget is not None:
+            self.budget.check_allocation(self.name, self.op_type, dims, dt.itemsize)
+        return dims
+
+    @property
+    def call(self) -> str:
+        """The call an error of this node names: Session while planning, Session.run after."""
+        return self.budget.call if self.budget is not None else "Session"
+
+    def invalid(self, reason: str) -> InvalidArgumentError:
+        """An error naming the node, for a value the model gets wrong (e.g. negative repeats)."""
+        return InvalidArgumentError.make("onnx", self.call, f"node {self.name!r} ({self.op_type}): {reason}")
 
     def unsupported_if(self, condition: bool, reason: str) -> None:
         if condition:

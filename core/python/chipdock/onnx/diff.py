@@ -287,7 +287,9 @@ class DiffReport:
 def _load(model: str | os.PathLike[str] | Any) -> Any:
     import onnx
 
-    return model if isinstance(model, onnx.ModelProto) else onnx.load(os.fspath(model))
+    from .graph import load_model  # a corrupt file or an unknown opset: chipdock's own error, naming the file
+
+    return model if isinstance(model, onnx.ModelProto) else load_model(model)
 
 
 def diff(model: str | os.PathLike[str] | Any, device: str, reference: str = "cpu",

@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import defs, shape_inference
 
 from ..errors import InvalidArgumentError
@@ -20,6 +21,17 @@ from ._registry import find_converter
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _MAX_EXPANSION_ROUNDS = 8
 
+#: The newest ai.onnx opset chipdock runs: that of onnx 1.23, the version the `onnx` extra pins and whose
+#: backend test suite (every op's node cases up to this opset) the converters pass. A newer opset may change
+#: what an op means (as opset 13 moved Squeeze's axes into an input and 18 Split's sizes), which a converter
+#: written for the older one would misread silently; onnxruntime likewise refuses opsets newer than it knows.
+MAX_OPSET = 28
+
+
+def supported_opset() -> int:
+    """MAX_OPSET, or less when the installed onnx knows less (its checker and shape inference stop there)."""
+    return min(MAX_OPSET, defs.onnx_opset_version())
+
 
 def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
     """The model, checked with onnx.checker (a path is loaded with its external data)."""
@@ -27,18 +39,37 @@ def load_model(model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelPro
         proto = onnx.ModelProto()
         proto.CopyFrom(model)
     elif isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
         try:
-            proto = onnx.load(os.fspath(model))
+            proto = onnx.load(path)
         except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError) as exc:  # type: ignore[attr-defined]
-            raise InvalidArgumentError.make("onnx", "Session", f"cannot load {os.fspath(model)!r}: {exc}") from None
+            raise InvalidArgumentError.make("onnx", "Session", f"cannot load {path!r}: {exc}") from None
+        except DecodeError as exc:  # protobuf's own error: a truncated or corrupt file, or not an ONNX model
+            raise InvalidArgumentError.make("onnx", "Session", f"cannot load {path!r}: not a valid ONNX protobuf "
+                                            f"({exc})") from None
     else:
         raise InvalidArgumentError.make(
             "onnx", "Session", f"expected a path or an onnx.ModelProto, got {type(model).__name__}")
+    check_opsets(proto)
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as exc:
         raise InvalidArgumentError.make("onnx", "Session", f"the model is invalid: {exc}") from None
     return proto
+
+
+def check_opsets(model: onnx.ModelProto) -> None:
+    """Refuses a model importing an ai.onnx opset newer than chipdock runs (its functions' imports too)."""
+    newest = supported_opset()
+    imports = [("model", imp) for imp in model.opset_import]
+    imports += [(f"function {f.name!r}", imp) for f in model.functions for imp in f.opset_import]
+    for where, imp in imports:
+        if imp.domain in _DEFAULT_DOMAINS and not 1 <= imp.version <= newest:
+            domain = imp.domain or "ai.onnx"
+            raise InvalidArgumentError.make(
+                "onnx", "Session", f"the {where} imports opset {imp.version} of domain {domain!r}; chipdock runs "
+                f"opsets 1 to {newest} of {domain!r} (the newest its converters are tested against, onnx "
+                f"{onnx.__version__}'s backend suite)")
 
 
 def default_opset(model: onnx.ModelProto) -> int:

@@ -19,6 +19,7 @@ from .._tensor import tensor
 from ..errors import InvalidArgumentError
 from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
 from .dtypes import onnx_to_dtype
+from .limits import checked_numel
 
 
 class Folded:
@@ -28,9 +29,28 @@ class Folded:
         self.values = values
 
 
+#: The most values a shape-like input (a shape, repeats, pads, axes ...) may hold: far beyond any rank, and
+#: small enough that reading one to the host (a Python list) never takes noticeable memory.
+MAX_SHAPE_VALUES = 4096
+
+
 def host_ints(t: Any) -> list[int]:
     """A small integer tensor's values on the host (a dynamic shape input)."""
+    if t.numel() > MAX_SHAPE_VALUES:
+        raise InvalidArgumentError.make("onnx", "Session.run", f"a shape-like input of {t.numel()} values (more "
+                                        f"than {MAX_SHAPE_VALUES}) is no shape")
     return [int(v) for v in t.numpy().reshape(-1)]
+
+
+def broadcast_dims(a: list[int], b: list[int]) -> list[int] | None:
+    """NumPy's broadcast of two shapes on Python ints (None: they do not broadcast)."""
+    rank = max(len(a), len(b))
+    out = []
+    for x, y in zip([1] * (rank - len(a)) + a, [1] * (rank - len(b)) + b, strict=True):
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(y if x == 1 else x)
+    return out
 
 
 def _ints_input(ctx: NodeContext, i: int) -> list[int] | None:
@@ -137,10 +157,23 @@ def _transpose(ctx: NodeContext) -> Kernel:
 @converter("Expand")
 def _expand(ctx: NodeContext) -> Kernel:
     target = _ints_input(ctx, 1)
+    dt = ctx.dtype(0)
+
+    def out_shape(shape: list[int], given: list[int]) -> list[int]:
+        # ONNX Expand broadcasts both ways: dims of 1 in `shape` keep x's.
+        if any(d < 0 for d in given):
+            raise ctx.invalid(f"shape {given} has a negative dim")
+        dims = broadcast_dims(shape, given)
+        if dims is None:
+            raise ctx.invalid(f"shape {given} does not broadcast with the input's {shape}")
+        return ctx.check_output(dims, dt)  # a stride-0 view, but counted whole: a reader or the host copies it
+
+    static = ctx.static_shape(0)
+    if target is not None and static is not None:
+        out_shape(list(static), target)
 
     def run(x: Any, s: Any) -> Any:
-        # ONNX Expand broadcasts both ways: dims of 1 in `shape` keep x's.
-        return ops.expand(x, shape=list(np.broadcast_shapes(tuple(x.shape), tuple(target or host_ints(s)))))
+        return ops.expand(x, shape=out_shape(list(x.shape), target if target is not None else host_ints(s)))
 
     return run
 
@@ -258,15 +291,26 @@ def _pad(ctx: NodeContext) -> Kernel:
         axes = list(range(rank)) if not ctx.has_input(3) else _ints_input(ctx, 3)
     if pads is not None and min(pads, default=0) < 0:
         raise Unsupported("negative pads are outside the opset")
+    dt = ctx.dtype(0)
+
+    def full_pads(shape: list[int], amounts: list[int], ax: list[int]) -> list[int]:
+        if len(amounts) != 2 * len(ax):
+            raise ctx.invalid(f"{len(amounts)} pads for {len(ax)} axes (2 per axis)")
+        full = [0] * (2 * rank)
+        for j, axis in enumerate(ax):
+            full[axis], full[rank + axis] = amounts[j], amounts[len(ax) + j]
+        ctx.check_output([d + full[i] + full[rank + i] for i, d in enumerate(shape)], dt)
+        return full
+
+    static = ctx.static_shape(0)
+    if static is not None and pads is not None and axes is not None:
+        full_pads(list(static), pads, [_norm_axis(i, rank) for i in axes])
 
     def run(x: Any, p: Any = None, v: Any = None, a: Any = None) -> Any:
         amounts = pads if pads is not None else host_ints(p)
         fill = value if value is not None else float(v.numpy().reshape(-1)[0])
         ax = [_norm_axis(i, rank) for i in (axes if axes is not None else host_ints(a))]
-        full = [0] * (2 * rank)
-        for j, axis in enumerate(ax):
-            full[axis], full[rank + axis] = amounts[j], amounts[len(ax) + j]
-        return ops.pad(x, pads=full, mode=mode, value=fill)
+        return ops.pad(x, pads=full_pads(list(x.shape), amounts, ax), mode=mode, value=fill)
 
     return run
 
@@ -276,7 +320,22 @@ def _tile(ctx: NodeContext) -> Kernel:
     if ctx.opset < 6:
         raise Unsupported("Tile before opset 6 is not supported")
     repeats = _ints_input(ctx, 1)
-    return lambda x, r: ops.tile(x, repeats=repeats if repeats is not None else host_ints(r))
+    dt = ctx.dtype(0)
+
+    def checked(shape: list[int], given: list[int]) -> list[int]:
+        """The repeats, once the output they make is known to be valid and within the memory limit
+        (products on Python ints: 4 x (2**62 + 1) is refused, not wrapped to 4)."""
+        if len(given) != len(shape):
+            raise ctx.invalid(f"{len(given)} repeats for an input of rank {len(shape)}")
+        if any(r < 0 for r in given):
+            raise ctx.invalid(f"repeats {given} has a negative value")
+        ctx.check_output([d * r for d, r in zip(shape, given, strict=True)], dt)
+        return given
+
+    static = ctx.static_shape(0)
+    if repeats is not None and static is not None:
+        checked(list(static), repeats)
+    return lambda x, r: ops.tile(x, repeats=checked(list(x.shape), repeats if repeats is not None else host_ints(r)))
 
 
 @converter("DepthToSpace", "SpaceToDepth", attributes=("blocksize", "mode"))
@@ -381,7 +440,7 @@ def _shape(ctx: NodeContext) -> Kernel | Folded:
 def _size(ctx: NodeContext) -> Kernel | Folded:
     static = ctx.static_shape(0)
     if static is not None:
-        return Folded(np.array(math.prod(static), dtype=np.int64))
+        return Folded(np.array(checked_numel(static, ctx.call, f"node {ctx.name!r} (Size): input "), dtype=np.int64))
     return lambda x: tensor(np.array(x.numel(), dtype=np.int64), device=x.device)
 
 
@@ -420,8 +479,10 @@ def _constant_of_shape(ctx: NodeContext) -> Kernel:
     if not dt.is_floating and abs(fill) > 2**53:
         raise Unsupported("an integer fill value beyond 2**53 does not survive the opset's float attribute")
     shape = _ints_input(ctx, 0)
-    return lambda s: ops.full(shape=shape if shape is not None else host_ints(s), value=float(fill), dtype=dt,
-                              device=s.device)
+    if shape is not None:
+        ctx.check_output(shape, dt)  # refused here, at planning, before anything is allocated
+    return lambda s: ops.full(shape=ctx.check_output(shape if shape is not None else host_ints(s), dt),
+                              value=float(fill), dtype=dt, device=s.device)
 
 
 @converter("Range")
@@ -434,8 +495,11 @@ def _range(ctx: NodeContext) -> Kernel:
         return float(np.asarray(v).reshape(-1)[0])
 
     def run(start: Any, limit: Any, delta: Any) -> Any:
-        return ops.arange(start=value(0, start), limit=value(1, limit), delta=value(2, delta), dtype=dt,
-                          device=start.device)
+        first, last, step = value(0, start), value(1, limit), value(2, delta)
+        if step == 0 or not all(math.isfinite(v) for v in (first, last, step)):
+            raise ctx.invalid(f"Range({first}, {last}, {step}) has no finite length")
+        ctx.check_output([max(math.ceil((last - first) / step), 0)], dt)
+        return ops.arange(start=first, limit=last, delta=step, dtype=dt, device=start.device)
 
     return run
 
@@ -492,6 +556,8 @@ def _resize_attrs(shape: tuple[int, ...], scales: list[float] | None, sizes: lis
         factors, out, attrs = [o / i for o, i in zip(full[2:], shape[2:], strict=True)], full[2:], {"sizes": full[2:]}
     else:
         full = _full_axes([float(v) for v in scales or []], axes, 1.0)
+        if not all(math.isfinite(f) and f > 0 for f in full):
+            raise InvalidArgumentError.make("onnx", "Resize", f"scales {full} must be finite and positive")
         if len(full) != 4 or full[:2] != [1.0, 1.0]:
             raise InvalidArgumentError.make("onnx", "Resize", f"scales {full} resize the batch or channel dims")
         factors, out = full[2:], [math.floor(i * f) for i, f in zip(shape[2:], full[2:], strict=True)]
@@ -501,6 +567,14 @@ def _resize_attrs(shape: tuple[int, ...], scales: list[float] | None, sizes: lis
                                         f"factors, got {factors}")
     if rule == "above1" and any(o <= 1 for o in out):
         raise InvalidArgumentError.make("onnx", "Resize", "pytorch_half_pixel with an output size of 1")
+    return attrs
+
+
+def checked_resize(ctx: NodeContext, shape: tuple[int, ...], attrs: dict[str, Any]) -> dict[str, Any]:
+    """``attrs`` once the (N, C, H', W') output they make is within the memory limit."""
+    spatial = attrs["sizes"] if "sizes" in attrs else [math.floor(i * f) for i, f in zip(shape[2:], attrs["scales"],
+                                                                                        strict=True)]
+    ctx.check_output([*shape[:2], *spatial], ctx.dtype(0))
     return attrs
 
 
@@ -521,14 +595,17 @@ def _resize(ctx: NodeContext) -> Kernel:
             attrs = _resize_attrs(static, scales_const, sizes_const, axes, rule)
         except InvalidArgumentError as exc:
             raise Unsupported(exc.reason) from None
+        checked_resize(ctx, static, attrs)
         return lambda x, *_: ops.resize(x, mode=mode, **attrs)
 
     def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
         if has_sizes:
             given = sizes_const if sizes_const is not None else host_ints(sizes)
-            return ops.resize(x, mode=mode, **_resize_attrs(x.shape, None, given, axes, rule))
-        given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
-        return ops.resize(x, mode=mode, **_resize_attrs(x.shape, given_scales, None, axes, rule))
+            attrs = _resize_attrs(x.shape, None, given, axes, rule)
+        else:
+            given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
+            attrs = _resize_attrs(x.shape, given_scales, None, axes, rule)
+        return ops.resize(x, mode=mode, **checked_resize(ctx, x.shape, attrs))
 
     return run
 
@@ -545,6 +622,9 @@ def _upsample(ctx: NodeContext) -> Kernel:
         factors = [float(v) for v in np.asarray(scales if scales is not None else s.numpy()).reshape(-1)]
         if factors[:2] != [1.0, 1.0]:
             raise InvalidArgumentError.make("onnx", "Upsample", f"scales {factors} resize the batch or channel dims")
+        if not all(math.isfinite(f) and f > 0 for f in factors):
+            raise ctx.invalid(f"scales {factors} must be finite and positive")
+        checked_resize(ctx, tuple(x.shape), {"scales": factors[2:]})
         return ops.resize(x, scales=factors[2:], mode="nearest")
 
     if scales is not None and [float(v) for v in np.asarray(scales).reshape(-1)][:2] != [1.0, 1.0]:

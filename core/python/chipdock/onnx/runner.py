@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from .limits import MemoryLimitError, checked_numel, format_size
 
 if TYPE_CHECKING:
     from . import Session
@@ -85,9 +86,19 @@ def generate_inputs(session: Session, seed: int = 0, dims: Mapping[str, int] | N
     dims = dict(dims or {})
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
+    total = 0
     for info in session.inputs:
         dtype = np.dtype(info.dtype)
         shape = concrete_shape(info.shape, dims)
+        # a --dim of 10**12 must not make NumPy build the input first: it is held to the model's limit
+        nbytes = checked_numel(shape, "generate_inputs", f"input {info.name!r}: ") * dtype.itemsize
+        total += nbytes
+        if total > session.memory_limit:
+            raise MemoryLimitError(
+                f"generated input {info.name!r} of shape {list(shape)} takes {format_size(nbytes)}; the inputs "
+                f"({format_size(total)}) exceed the memory limit of {format_size(session.memory_limit)}",
+                node=info.name, op_type="graph input", shape=shape, nbytes=nbytes, peak=total,
+                limit=session.memory_limit, call="generate_inputs")
         if dtype == np.bool_:
             out[info.name] = rng.random(shape) < 0.5
         elif np.issubdtype(dtype, np.integer):

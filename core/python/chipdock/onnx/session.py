@@ -27,12 +27,13 @@ from .._C import Tensor
 from .._dtypes import dtype
 from .._runtime import Device, _resolve_device
 from .._tensor import tensor
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, OutOfMemoryError
 from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (register the converters)
 from ._registry import NodeContext, Unsupported, find_converter
 from .dtypes import onnx_to_dtype, onnx_type_name
 from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
-from .ops_tensor import Concat, Folded
+from .limits import MemoryBudget, MemoryLimitError, format_size, static_nbytes
+from .ops_tensor import MAX_SHAPE_VALUES, Concat, Folded
 
 
 class UnsupportedModelError(InvalidArgumentError):
@@ -125,11 +126,20 @@ _CHANNELS_LAST_READERS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 
 
 class Session:
-    """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``."""
+    """An ONNX model ready to run on ``device``: ``Session(path_or_model, device="cpu").run(inputs)``.
+
+    ``memory_limit`` (bytes, or a size such as ``"2GiB"`` or ``"512M"``; default: the device's memory)
+    bounds the model's planned peak device memory; never more than the device has free is allowed. A
+    model over it is refused with ``MemoryLimitError`` naming the node, before that node allocates.
+    ``memory_limit`` and ``planned_peak`` (bytes, the sizes known at planning) are kept as attributes.
+    """
 
     def __init__(self, model: str | os.PathLike[str] | onnx.ModelProto, device: str | Device = "cpu",
-                 *, fold_into_conv: bool = True) -> None:
+                 *, fold_into_conv: bool = True, memory_limit: int | str | None = None) -> None:
         self.device: Device = _resolve_device(device)
+        self._budget = MemoryBudget(self.device, memory_limit)
+        self.memory_limit: int = self._budget.limit
+        self.planned_peak: int = 0
         self.nodes: list[NodeInfo] = []
         proto = self._load(model)
         self.opset = default_opset(proto)
@@ -145,6 +155,7 @@ class Session:
         if self._errors:
             raise UnsupportedModelError(self._errors, str(self.device))
         self._finish()
+        self._budget.call = "Session.run"
 
     # ------------------------------------------------------------- planning
     def _load(self, model: str | os.PathLike[str] | onnx.ModelProto) -> onnx.ModelProto:
@@ -217,14 +228,20 @@ class Session:
         return ValueInfo(v.name, dt.numpy if dt is not None else np.dtype(object), tuple(shape or ()))
 
     def _place_initializer(self, init: onnx.TensorProto) -> None:
+        dt = onnx_to_dtype(init.data_type)
+        nbytes = static_nbytes(tuple(init.dims), dt.itemsize if dt is not None else None) or 0
+        self._budget.check(init.name, "initializer", tuple(init.dims), nbytes, self._budget.resident + nbytes,
+                           what="value")
         self._set_const(init.name, numpy_helper.to_array(init))
 
     def _set_const(self, name: str, value: np.ndarray | Tensor) -> None:
         slot = self._slot(name)
         if isinstance(value, Tensor):
             self._consts[slot] = value
+            self._budget.resident += value.numel() * value.dtype.itemsize
             return
         arr = np.asarray(value)
+        self._budget.resident += arr.nbytes
         arr = arr if arr.flags.c_contiguous else np.array(arr, order="C")
         self._consts[slot] = tensor(arr, device=self.device)
         if arr.size <= 64 and arr.dtype.kind in "iub":
@@ -236,6 +253,11 @@ class Session:
         slot = self._slots.get(name)
         if slot is None or slot not in self._consts:
             return None
+        if slot not in self._host and self._consts[slot].numel() > MAX_SHAPE_VALUES:
+            # converters read constants as shapes and parameters: a huge one is no shape, and reading it
+            # back to a Python list would take many times its size in host memory
+            raise Unsupported(f"constant input {name!r} has {self._consts[slot].numel()} values, more than the "
+                              f"{MAX_SHAPE_VALUES} a shape or parameter input may hold")
         if slot not in self._host:
             self._host[slot] = self._consts[slot].numpy()
         return self._host[slot]
@@ -263,7 +285,7 @@ class Session:
         conv = find_converter(node.op_type, opset)
         assert conv is not None  # _static_problems found one for every node
         ctx = NodeContext(node, opset, attribute_values(node), in_types, out_types,
-                          lambda i: self._const_host(node.input[i]), self.device)
+                          lambda i: self._const_host(node.input[i]), self.device, self._budget, name)
         try:
             fn = conv.fn(ctx)
         except Unsupported as exc:
@@ -278,6 +300,7 @@ class Session:
         info = NodeInfo(name, node.op_type, tuple(node.input), tuple(node.output))
         step = _Step(info, fn, [self._slot(i) for i in node.input], [self._slot(o) for o in node.output])
         if all(not i or self._slots[i] in self._consts for i in node.input) and node.input:
+            self._check_fold(step, out_types)
             self._fold(step)
             return
         if self._fold_into_conv and (self._fold_into_producer(node, step) or self._fuse_into_conv(node, step)):
@@ -286,11 +309,30 @@ class Session:
             self._producer[out] = step
         self._steps.append(step)
 
+    def _check_fold(self, step: _Step, out_types: list[_TypeInfo]) -> None:
+        """Refuses a node to fold whose outputs (as shape inference sized them) would take the constants
+        past the memory limit, before it allocates. (Outputs sized only by their values are checked by
+        their converters.)"""
+        sized = [(shape, n) for dt, shape in out_types
+                 if (n := static_nbytes(shape, dt.itemsize if dt is not None else None)) is not None]
+        if not sized:
+            return
+        shape, _ = max(sized, key=lambda item: item[1])
+        total = sum(n for _, n in sized)
+        self._budget.check(step.info.name, step.info.op_type, shape, total, self._budget.resident + total)
+
     def _fold(self, step: _Step) -> None:
         """Runs a node whose inputs are all constants now, on the device; its outputs become constants."""
         args = [self._consts.get(s) if s else None for s in step.ins]
         try:
             result = step.fn(*args)
+        except MemoryLimitError:
+            raise
+        except (OutOfMemoryError, MemoryError) as exc:  # the device's, or NumPy's on the host: not the op's fault
+            raise OutOfMemoryError.make(
+                "onnx", "Session", f"node {step.info.name!r} ({step.info.op_type}): out of memory while folding "
+                f"it into a constant at load time (constants so far: {format_size(self._budget.resident)}): "
+                f"{exc}") from exc
         except Exception as exc:  # noqa: BLE001 - reported as the node's problem
             self._errors.append((step.info.name, step.info.op_type, f"failed at load time: {exc}"))
             return
@@ -603,6 +645,7 @@ class Session:
                 frees.setdefault(index, []).append(slot)
         for index, step in enumerate(self._steps):
             step.frees = tuple(frees.get(index, ()))
+        self._plan_peak()
         self.nodes = [s.info for s in self._steps]
         self._input_slots = [self._slot(v.name) for v in self.inputs]
         self._template: list[Any] = [None] * len(self._slots)
@@ -613,6 +656,38 @@ class Session:
         if missing:
             raise InvalidArgumentError.make("onnx", "Session", f"graph outputs {missing} are produced by no node")
         self._output_slots = {o.name: self._slots[o.name] for o in self.outputs}
+
+    def _plan_peak(self) -> None:
+        """The planned peak: constants, inputs, and at each step the values alive once it has written its
+        outputs (each at numel x itemsize; dims known only at run time count 0 here). Refuses the first step
+        that takes it past the limit."""
+        names = {slot: name for name, slot in self._slots.items()}
+
+        def value_bytes(name: str) -> int:
+            dt, shape = self._types.get(name, (None, None))
+            return static_nbytes(shape, dt.itemsize if dt is not None else None) or 0
+
+        def nbytes(slot: int) -> int:
+            return value_bytes(names[slot])
+
+        resident = sum(t.numel() * t.dtype.itemsize for t in self._consts.values())
+        self._budget.resident = resident
+        live = resident
+        for v in self.inputs:
+            size = value_bytes(v.name)  # (an input no node reads has no slot yet; it is placed all the same)
+            live += size
+            self._budget.check(v.name, "graph input", v.shape, size, live, what="value")
+        peak = live
+        for step in self._steps:
+            outs = [slot for slot in step.outs if slot]
+            written = sum(nbytes(slot) for slot in outs)
+            live += written
+            if outs:
+                shape = self._types.get(names[max(outs, key=nbytes)], (None, None))[1] or ()
+                self._budget.check(step.info.name, step.info.op_type, shape, written, live)
+            peak = max(peak, live)
+            live -= sum(nbytes(slot) for slot in step.frees)
+        self.planned_peak = peak
 
     # ------------------------------------------------------------------ run
     def _feed(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[Any]:
