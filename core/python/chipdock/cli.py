@@ -182,6 +182,8 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
 
     Every case runs in a child process: a crash or a hang fails that case and the run goes on.
+    Exit status: 0 passed, 1 a case failed, 2 bad usage, 130 (Ctrl-C) or 143 (SIGTERM) when stopped, after
+    writing the report of the cases that finished.
     """
     from pathlib import Path
     from shlex import join
