@@ -306,9 +306,12 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   }
 
   // Outputs: one per produced shape; a variadic output repeats its dtype.
+  // Each shape is checked here, naming the op, whatever its rule did: a
+  // negative dim or a size past int64 is refused before any allocation.
   StreamPtr stream = dev.current_stream();
   for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
     const cd_dtype_t dt = out_dtypes[std::min(i, out_dtypes.size() - 1)];
+    shape_nbytes(ctx.output_shapes[i], dt, op.name.c_str());
     result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt, *stream));
   }
   TensorRefs in_ptrs, out_ptrs;

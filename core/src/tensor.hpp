@@ -112,5 +112,8 @@ Shape contiguous_strides(const Shape& shape);
 // "(2, 3)", "(4,)", "()": for error messages.
 std::string describe_shape(const Shape& shape);
 int64_t shape_numel(const Shape& shape, const char* call);
+// The bytes of a contiguous `shape` of `dtype`; throws INVALID_ARGUMENT
+// naming `call` when that exceeds int64 (numel alone may still fit).
+size_t shape_nbytes(const Shape& shape, cd_dtype_t dtype, const char* call);
 
 }  // namespace chipdock
