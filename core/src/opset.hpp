@@ -20,7 +20,8 @@ struct AttrSpec {
   AttrKind kind = AttrKind::Int;
   bool required = false;
   Attribute default_value;          // valid unless `required`
-  std::optional<double> min;        // for Int, Float, Ints
+  std::optional<double> min;        // for Int, Float, Ints, Floats: the smallest value allowed
+  bool allow_nan = true;            // for Float, Floats: `nan: false` refuses NaN (so does a `min`)
   int64_t length = -1;              // for Ints/Floats: exact length, -1 any
   std::vector<std::string> choices;  // for String
 };

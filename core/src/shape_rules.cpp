@@ -351,9 +351,9 @@ void rule_pool2d(ShapeContext& c) {
   const int64_t h = pool_out(c, x[2], p[0], p[2], k[0], s[0], d[0], ceil_mode);
   const int64_t w = pool_out(c, x[3], p[1], p[3], k[1], s[1], d[1], ceil_mode);
   if (h < 1 || w < 1) c.fail("kernel", "does not fit the input " + describe_shape(x));
-  // Every output reads kernel[0] * kernel[1] taps: a kernel must be able to count them.
-  const int64_t outputs = c.mul("kernel", c.mul("x", x[0], x[1]), c.mul("kernel", h, w));
-  c.mul("kernel", c.mul("kernel", outputs, k[0]), k[1]);
+  // A window has kernel[0] * kernel[1] taps: a kernel must be able to count them
+  // (most may lie in the padding; a backend visits only those inside the input).
+  c.mul("kernel", k[0], k[1]);
   c.output_shapes = {{x[0], x[1], h, w}};
 }
 
@@ -617,6 +617,8 @@ void rule_topk(ShapeContext& c) {
   c.set_int("axis", axis);
   Shape out = c.shape(0);
   const int64_t dim = out.empty() ? 1 : out[axis], k = c.get_int("k");
+  // A 0-d x has one element and its outputs are 0-d (one element each): only k = 1 fits.
+  if (out.empty() && k != 1) c.fail("k", std::to_string(k) + " for a 0-d tensor (its outputs hold one element)");
   if (k < 0 || k > dim) c.fail("k", std::to_string(k) + " is larger than dim " + std::to_string(axis) + " (" + std::to_string(dim) + ")");
   if (!out.empty()) out[axis] = k;
   c.output_shapes = {out, out};

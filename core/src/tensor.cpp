@@ -248,9 +248,10 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
     throw_invalid("as_strided", "shape has " + std::to_string(shape.size()) + " dims, strides " +
                                     std::to_string(strides.size()));
   }
-  shape_numel(shape, "as_strided");
+  const bool empty = shape_numel(shape, "as_strided") == 0;
   Span span = view_span(shape, strides, offset, itemsize(), "as_strided");
-  if (span.lo < 0 || span.hi > static_cast<int64_t>(storage_->nbytes())) {
+  // An empty view touches no byte (NumPy's x[2:] of a 2-row x): only its offset must be sane.
+  if (span.lo < 0 || (!empty && span.hi > static_cast<int64_t>(storage_->nbytes()))) {
     throw Error(CD_STATUS_OUT_OF_RANGE, "core", "as_strided",
                 "the view touches bytes [" + std::to_string(span.lo) + ", " + std::to_string(span.hi) +
                     ") of a " + std::to_string(storage_->nbytes()) + "-byte storage");
