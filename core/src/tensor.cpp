@@ -222,6 +222,12 @@ Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype, Strea
 
 size_t Tensor::itemsize() const noexcept { return dtype_size(dtype_); }
 
+size_t Tensor::nbytes() const {
+  const std::optional<size_t> n = support::checked_nbytes(numel(), itemsize());
+  if (!n) throw_invalid("Tensor.nbytes", describe_shape(shape_) + " " + dtype_name(dtype_) + " elements take more than 2^63 bytes");
+  return *n;
+}
+
 int64_t Tensor::numel() const noexcept {
   int64_t n = 1;
   for (int64_t d : shape_) n *= d;

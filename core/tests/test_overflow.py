@@ -69,6 +69,8 @@ REPROS: dict[str, tuple[str, str, str]] = {
                 "InvalidArgumentError", r"^\[core\] reshape: shape: .*overflows int64$"),
     "full": ("ops.full(shape=[2**62, 4])",
              "InvalidArgumentError", r"^\[core\] full: shape: .*more than 2\^63 elements$"),
+    "nbytes_of_a_broadcast_view": ("ops.expand(chipdock.tensor([1.0]), shape=[2**61 + 1]).nbytes",
+                                   "InvalidArgumentError", r"^\[core\] Tensor.nbytes: .*more than 2\^63 bytes$"),
     "matmul_output": ("ops.matmul(ops.expand(one, shape=[2**62, 1]), ops.expand(one, shape=[1, 2**62]))",
                       "InvalidArgumentError", r"^\[core\] matmul: shape .* has more than 2\^63 elements$"),
 }
