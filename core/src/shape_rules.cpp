@@ -308,11 +308,9 @@ void rule_conv_transpose2d(ShapeContext& c) {
   }
   // (in - 1) * stride - pad_begin - pad_end + dilation * (kernel - 1) + output_padding + 1
   auto out_size = [&](int i) {
-    const int64_t grown = c.add("stride", c.mul("stride", std::max<int64_t>(x[2 + i] - 1, 0), s[i]),
-                                dilated_extent(c, w[2 + i], d[i]));
+    const int64_t grown = c.add("stride", c.mul("stride", x[2 + i] - 1, s[i]), dilated_extent(c, w[2 + i], d[i]));
     return c.sub("padding", c.add("output_padding", grown, op[i]), c.add("padding", p[i], p[i + 2]));
   };
-  if (x[2] == 0 || x[3] == 0) c.fail("x", "cannot transpose-convolve an empty image " + describe_shape(x));
   const int64_t h = out_size(0), wd = out_size(1);
   if (h < 1 || wd < 1) c.fail("padding", "leaves no output (" + std::to_string(h) + "x" + std::to_string(wd) + ")");
   c.output_shapes = {{x[0], c.mul("groups", w[1], groups), h, wd}};
@@ -453,8 +451,10 @@ void rule_slice(ShapeContext& c) {
     int64_t start = step > 0 ? clamp(starts[i], 0, dim) : clamp(starts[i], -1, dim - 1);
     int64_t end = step > 0 ? clamp(ends[i], 0, dim) : clamp(ends[i], -1, dim - 1);
     if (step < 0 && ends[i] < -dim) end = -1;  // "to the beginning"
-    const int64_t count = step > 0 ? std::max<int64_t>(0, (end - start + step - 1) / step)
-                                   : std::max<int64_t>(0, (start - end - step - 1) / -step);
+    // ceil(distance / |step|) without forming distance + |step| (steps reach +-2^63).
+    const int64_t distance = step > 0 ? end - start : start - end;
+    const uint64_t magnitude = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    const int64_t count = distance <= 0 ? 0 : static_cast<int64_t>(static_cast<uint64_t>(distance - 1) / magnitude) + 1;
     if (count > 0) offset = c.add("starts", offset, c.mul("starts", start, x.strides()[axis]));
     shape[axis] = count;
     strides[axis] = c.mul("steps", x.strides()[axis], step);

@@ -145,6 +145,19 @@ def test_attribute_out_of_range_is_refused_naming_op_and_attribute(call, message
         call()
 
 
+def test_slice_steps_at_the_int64_limits():
+    t = chipdock.tensor([1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(ops.slice(t, starts=[0], ends=[4], steps=[2**63 - 1]).numpy(), [1.0])
+    np.testing.assert_array_equal(ops.slice(t, starts=[3], ends=[-5], steps=[-(2**63)]).numpy(), [4.0])
+    np.testing.assert_array_equal(ops.slice(t, starts=[3], ends=[-5], steps=[-3]).numpy(), [4.0, 1.0])
+    np.testing.assert_array_equal(ops.slice(t, starts=[-2**63], ends=[2**63 - 1], steps=[3]).numpy(), [1.0, 4.0])
+
+
+def test_expand_refuses_a_negative_dim():
+    with pytest.raises(chipdock.InvalidArgumentError, match=r"^\[core\] expand: shape: entry 0: -1 is below the minimum 0"):
+        ops.expand(chipdock.tensor([1.0]), shape=[-1, 1])
+
+
 def test_windows_at_the_edge_of_the_ranges_still_work():
     x = x4()
     # The dilated kernel exactly as large as the padded input: one output.
