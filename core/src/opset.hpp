@@ -31,6 +31,11 @@ struct ArgSpec {
   std::string type_var;
   bool optional = false;
   bool variadic = false;
+  // `indexes: {input: <name>, axis: <attribute or int>}`: the values are
+  // indices into that dim of that input (negatives count from the end).
+  std::string indexes_input;      // empty: not an index argument
+  std::string indexes_axis_attr;  // empty: the fixed `indexes_axis`
+  int64_t indexes_axis = 0;
 };
 
 struct OpSpec;

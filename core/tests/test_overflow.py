@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -200,3 +201,44 @@ def test_dlpack_import_refuses_a_span_past_int64():
     view = np.arange(12.0).reshape(3, 4)[:, ::-2]
     t = chipdock._C.import_dlpack(view.__dlpack__(), cpu)
     assert t.shape == (3, 2) and t.stride() == (4, -2)
+
+
+# --- index values known at the call --------------------------------------------------------
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda x: ops.gather(x, [0, -2**63]), r"gather: indices: index -9223372036854775808 is out of range for axis 0 of size 4"),
+    (lambda x: ops.gather(x, np.array([[3, 3]], np.int32), axis=-1), r"gather: indices: index 3 is out of range for axis 1 of size 3"),
+    (lambda x: ops.embedding(x, [4]), r"embedding: indices: index 4 is out of range for axis 0 of size 4"),
+    (lambda x: ops.gather_elements(x, [[0, 1, -5]]), r"gather_elements: indices: index -5 is out of range for axis 0"),
+    (lambda x: ops.scatter(x, np.array([[0, 0, 5]]), np.ones((1, 3)), axis=0), r"scatter: indices: index 5 is out of range"),
+])
+def test_host_indices_are_checked_at_the_call_even_on_a_busy_stream(call, message):
+    # Python data is known before it becomes a tensor: the core checks it on
+    # every device, whatever the stream is doing.
+    x = chipdock.tensor(np.arange(12.0).reshape(4, 3))
+    release = threading.Event()
+    chipdock.current_stream().add_callback(lambda: release.wait(30))
+    try:
+        with pytest.raises(chipdock.OutOfRangeError, match=r"^\[core\] " + message):
+            call(x)
+    finally:
+        release.set()
+    chipdock.synchronize()  # nothing was enqueued: no asynchronous error follows
+    np.testing.assert_array_equal(ops.gather(x, [3, -4]).numpy(), [[9.0, 10.0, 11.0], [0.0, 1.0, 2.0]])
+
+
+def test_device_indices_on_a_busy_stream_fail_at_synchronize_naming_op_and_argument():
+    x = chipdock.tensor(np.arange(12.0).reshape(4, 3))
+    idx = chipdock.tensor(np.array([1, -2**63]))
+    release = threading.Event()
+    chipdock.current_stream().add_callback(lambda: release.wait(30))
+    try:
+        out = ops.gather(x, idx)  # queued behind the callback: the kernel checks when it runs
+    finally:
+        release.set()
+    with pytest.raises(chipdock.OutOfRangeError, match=r"gather \(asynchronous\): indices: index -9223372036854775808 "
+                                                       r"is out of range for axis 0 of size 4"):
+        out.numpy()
+        chipdock.synchronize()
+    chipdock.synchronize()  # reported once

@@ -26,9 +26,12 @@ def load_spec() -> dict[str, Any]:
 def _args(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for item in items:
-        name, type_var = next((k, v) for k, v in item.items() if k not in ("optional", "variadic"))
-        out.append({"name": name, "type": type_var, "optional": bool(item.get("optional")),
-                    "variadic": bool(item.get("variadic"))})
+        name, type_var = next((k, v) for k, v in item.items() if k not in ("optional", "variadic", "indexes"))
+        arg = {"name": name, "type": type_var, "optional": bool(item.get("optional")),
+               "variadic": bool(item.get("variadic"))}
+        if "indexes" in item:
+            arg["indexes"] = dict(item["indexes"])
+        out.append(arg)
     return out
 
 
