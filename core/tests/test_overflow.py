@@ -50,7 +50,8 @@ REPROS: dict[str, tuple[str, str, str]] = {
     "as_strided_2_31": ("chipdock.tensor([1., 2.]).as_strided((2**31,), (2**31,), 1)",
                         "OutOfRangeError", r"^\[core\] as_strided: "),
     "empty": ("chipdock.empty((2**61 + 1,), chipdock.float64)",
-              "InvalidArgumentError", r"^\[core\] empty: shape \(2305843009213693953,\) of float64 takes more than 2\^63 bytes$"),
+              "InvalidArgumentError",
+              r"^\[core\] empty: shape \(2305843009213693953,\) of float64 takes more than 2\^63 bytes$"),
     "empty_strides": ("chipdock.empty((2**62, 0, 4), chipdock.float32)",
                       "InvalidArgumentError", r"^\[core\] empty: .*more than 2\^63 elements$"),
     "gather_int64_min": ("ops.gather(chipdock.tensor([1., 2., 3., 4.]), chipdock.tensor(np.array([-2**63], np.int64)))",
@@ -126,8 +127,10 @@ def x4() -> chipdock.Tensor:
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: ops.conv2d(x4(), x4()[:, :, :3, :3], dilation=[0, 1]), r"conv2d: dilation: entry 0: 0 is below the minimum 1"),
-    (lambda: ops.conv2d(x4(), x4()[:, :, :3, :3], stride=[1, -1]), r"conv2d: stride: entry 1: -1 is below the minimum 1"),
+    (lambda: ops.conv2d(x4(), x4()[:, :, :3, :3], dilation=[0, 1]),
+     r"conv2d: dilation: entry 0: 0 is below the minimum 1"),
+    (lambda: ops.conv2d(x4(), x4()[:, :, :3, :3], stride=[1, -1]),
+     r"conv2d: stride: entry 1: -1 is below the minimum 1"),
     (lambda: ops.max_pool2d(x4(), kernel=[0, 2]), r"max_pool2d: kernel: entry 0: 0 is below the minimum 1"),
     (lambda: ops.max_pool2d(x4(), kernel=[2, 2], padding=[-1, 0, 0, 0]), r"max_pool2d: padding: entry 0: -1 is below"),
     (lambda: ops.max_pool2d(x4(), kernel=[2, 2], padding=[2, 0, 0, 0]), r"max_pool2d: padding: must be at most half"),
@@ -155,7 +158,8 @@ def test_slice_steps_at_the_int64_limits():
 
 
 def test_expand_refuses_a_negative_dim():
-    with pytest.raises(chipdock.InvalidArgumentError, match=r"^\[core\] expand: shape: entry 0: -1 is below the minimum 0"):
+    with pytest.raises(chipdock.InvalidArgumentError,
+                       match=r"^\[core\] expand: shape: entry 0: -1 is below the minimum 0"):
         ops.expand(chipdock.tensor([1.0]), shape=[-1, 1])
 
 
@@ -207,11 +211,14 @@ def test_dlpack_import_refuses_a_span_past_int64():
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda x: ops.gather(x, [0, -2**63]), r"gather: indices: index -9223372036854775808 is out of range for axis 0 of size 4"),
-    (lambda x: ops.gather(x, np.array([[3, 3]], np.int32), axis=-1), r"gather: indices: index 3 is out of range for axis 1 of size 3"),
+    (lambda x: ops.gather(x, [0, -2**63]),
+     r"gather: indices: index -9223372036854775808 is out of range for axis 0 of size 4"),
+    (lambda x: ops.gather(x, np.array([[3, 3]], np.int32), axis=-1),
+     r"gather: indices: index 3 is out of range for axis 1 of size 3"),
     (lambda x: ops.embedding(x, [4]), r"embedding: indices: index 4 is out of range for axis 0 of size 4"),
     (lambda x: ops.gather_elements(x, [[0, 1, -5]]), r"gather_elements: indices: index -5 is out of range for axis 0"),
-    (lambda x: ops.scatter(x, np.array([[0, 0, 5]]), np.ones((1, 3)), axis=0), r"scatter: indices: index 5 is out of range"),
+    (lambda x: ops.scatter(x, np.array([[0, 0, 5]]), np.ones((1, 3)), axis=0),
+     r"scatter: indices: index 5 is out of range"),
 ])
 def test_host_indices_are_checked_at_the_call_even_on_a_busy_stream(call, message):
     # Python data is known before it becomes a tensor: the core checks it on

@@ -427,7 +427,8 @@ def test_out_of_range_index_is_an_error_at_the_call(bad):
     data, _, cases = index_cases(bad)
     for op, ins, out_shape, attrs in cases:
         out = dev(np.full(out_shape, 7.0, np.float32))
-        with pytest.raises(cd.OutOfRangeError, match=rf"^\[cpu\] {op}: indices: index {bad} is out of range for axis 0 of size 10$"):
+        expected = rf"^\[cpu\] {op}: indices: index {bad} is out of range for axis 0 of size 10$"
+        with pytest.raises(cd.OutOfRangeError, match=expected):
             launch(op, ins, [out], attrs)
         cd.synchronize(DEV)  # nothing was enqueued: no asynchronous error follows
         np.testing.assert_array_equal(out.numpy(), np.full(out_shape, 7.0, np.float32))
@@ -446,7 +447,7 @@ def test_out_of_range_index_on_a_busy_stream_is_an_async_error(bad):
     stream = cd.current_stream(DEV)
     for op, ins, out_shape, attrs in cases:
         release = threading.Event()
-        stream.add_callback(lambda: release.wait(30))
+        stream.add_callback(lambda release=release: release.wait(30))
         try:
             launch(op, ins, [empty(out_shape, "float32")], attrs)  # queued behind the callback
         finally:
