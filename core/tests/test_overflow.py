@@ -249,3 +249,9 @@ def test_device_indices_on_a_busy_stream_fail_at_synchronize_naming_op_and_argum
         out.numpy()
         chipdock.synchronize()
     chipdock.synchronize()  # reported once
+
+
+def test_host_indices_with_a_numpy_axis():
+    x = chipdock.tensor(np.arange(12.0).reshape(4, 3))
+    with pytest.raises(chipdock.OutOfRangeError, match=r"^\[core\] gather: indices: index 3 is out of range for axis 1"):
+        ops.gather(x, [3], axis=np.int64(1))

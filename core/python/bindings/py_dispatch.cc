@@ -233,8 +233,14 @@ void check_host_indices(const OpSpec& op, const ArgList& args, const py::dict* a
       const AttrSpec* spec = op.attribute(arg.indexes_axis_attr);
       if (attrs != nullptr && attrs->contains(arg.indexes_axis_attr) && !(*attrs)[arg.indexes_axis_attr.c_str()].is_none()) {
         py::object given = (*attrs)[arg.indexes_axis_attr.c_str()];
-        if (!py::isinstance<py::int_>(given)) continue;
-        axis = given.cast<int64_t>();
+        if (PyBool_Check(given.ptr()) || !PyIndex_Check(given.ptr())) continue;  // ints, NumPy integers
+        py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(given.ptr()));
+        const long long v = index ? PyLong_AsLongLong(index.ptr()) : -1;
+        if (v == -1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          continue;  // outside int64: the attribute conversion reports it
+        }
+        axis = v;
       } else if (spec != nullptr && !spec->required) {
         axis = spec->default_value.i;
       } else {
