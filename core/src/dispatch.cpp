@@ -46,7 +46,7 @@ std::string describe_number(double v) {
   return std::isnan(v) ? "nan" : text;
 }
 
-// The spec's range of an attribute (opset.yaml `min`, `nan`): every value,
+// The spec's range of an attribute (opset.yaml `min`, `nan`, `finite`): every value,
 // list entries included. An int is compared exactly (a double would round
 // int64 values near 2^63); NaN is out of any range, and refused anyway
 // where the spec says `nan: false`.
@@ -58,7 +58,8 @@ void check_range(const OpSpec& op, const AttrSpec& spec, const Attribute& a) {
     if (below) fail(op, spec.name, where + std::to_string(v) + " is below the minimum " + describe_number(lo));
   };
   auto check_float = [&](double v, const std::string& where) {
-    if (std::isnan(v) && (spec.min || !spec.allow_nan)) fail(op, spec.name, where + "NaN is not allowed");
+    if (std::isnan(v) && (spec.min || !spec.allow_nan || spec.finite)) fail(op, spec.name, where + "NaN is not allowed");
+    if (std::isinf(v) && spec.finite) fail(op, spec.name, where + "must be finite, got " + (v > 0 ? "inf" : "-inf"));
     if (spec.min && v < *spec.min) {
       fail(op, spec.name, where + describe_number(v) + " is below the minimum " + describe_number(*spec.min));
     }

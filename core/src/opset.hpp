@@ -22,6 +22,7 @@ struct AttrSpec {
   Attribute default_value;          // valid unless `required`
   std::optional<double> min;        // for Int, Float, Ints, Floats: the smallest value allowed
   bool allow_nan = true;            // for Float, Floats: `nan: false` refuses NaN (so does a `min`)
+  bool finite = false;              // for Float, Floats: `finite: true` refuses NaN and +-inf
   int64_t length = -1;              // for Ints/Floats: exact length, -1 any
   std::vector<std::string> choices;  // for String
 };

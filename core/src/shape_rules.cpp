@@ -419,6 +419,12 @@ void rule_transpose(ShapeContext& c) {
     for (int64_t i = n - 1; i >= 0; --i) perm.push_back(i);
   }
   if (static_cast<int64_t>(perm.size()) != n) c.fail("perm", "has " + std::to_string(perm.size()) + " entries for " + std::to_string(n) + " dims");
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t p : perm) {
+    const int64_t d = p < 0 ? p + n : p;
+    if (d < 0 || d >= n || seen[static_cast<size_t>(d)]) c.fail("perm", describe_shape(perm) + " is not a permutation of 0.." + std::to_string(n - 1));
+    seen[static_cast<size_t>(d)] = true;
+  }
   c.view_result = c.in(0).permute(perm);
 }
 
@@ -438,6 +444,7 @@ void rule_slice(ShapeContext& c) {
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (axes.size() != starts.size() || steps.size() != starts.size()) c.fail("axes", "axes, starts, ends and steps must have equal lengths");
+  if (n == 0 && !starts.empty()) c.fail("starts", "a 0-d tensor has no axis to slice");
   Shape shape = x.shape(), strides = x.strides();
   int64_t offset = x.offset();
   std::set<int64_t> seen;

@@ -200,7 +200,11 @@ int64_t shape_numel(const Shape& shape, const char* call) {
 
 size_t shape_nbytes(const Shape& shape, cd_dtype_t dtype, const char* call) {
   const std::optional<size_t> nbytes = support::checked_nbytes(shape_numel(shape, call), dtype_size(dtype));
-  if (!nbytes) {
+  // The largest contiguous stride in bytes (zero dims counted as 1) must fit too,
+  // as in NumPy: (0, 2^62) float32 is refused although it holds nothing.
+  int64_t span = 1;
+  for (int64_t d : shape) span *= std::max<int64_t>(d, 1);  // fits: shape_numel checked it
+  if (!nbytes || !support::checked_nbytes(span, dtype_size(dtype))) {
     throw_invalid(call, "shape " + describe_shape(shape) + " of " + dtype_name(dtype) +
                             " takes more than 2^63 bytes");
   }

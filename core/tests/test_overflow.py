@@ -143,6 +143,16 @@ def x4() -> chipdock.Tensor:
     (lambda: ops.layer_norm(x4(), x4()[0, 0, 0], epsilon=float("nan")), r"layer_norm: epsilon: NaN is not allowed"),
     (lambda: ops.clip(x4(), min=0.5, max=float("nan")), r"clip: max: NaN is not allowed"),
     (lambda: ops.topk(chipdock.tensor(np.array(3, np.int8)), k=0, axis=0), r"topk: k: 0 for a 0-d tensor"),
+    (lambda: ops.local_response_norm(x4(), size=5, bias=-float("inf")), r"local_response_norm: bias: must be finite"),
+    (lambda: ops.leaky_relu(x4(), alpha=float("inf")), r"leaky_relu: alpha: must be finite, got inf"),
+    (lambda: ops.local_response_norm(chipdock.tensor([1.0, 2.0, 3.0]), size=3),
+     r"local_response_norm: x: expected at least 2 dims"),
+    (lambda: ops.local_response_norm(chipdock.tensor(np.zeros((0,), np.float32)), size=2),
+     r"local_response_norm: x: expected at least 2 dims"),  # empty: no kernel runs, the rule still checks
+    (lambda: ops.slice(chipdock.tensor(1.0), starts=[2**31 - 1], ends=[2**31 - 1]), r"slice: starts: a 0-d tensor"),
+    (lambda: ops.transpose(x4(), perm=[1, -2, 1, 0]), r"transpose: perm: \(1, -2, 1, 0\) is not a permutation"),
+    (lambda: ops.tile(chipdock.tensor(np.zeros((0, 1), np.float32)), repeats=[5, 2**62]),
+     r"tile: shape \(0, 4611686018427387904\) of float32 takes more than 2\^63 bytes"),  # NumPy refuses it too
 ])
 def test_attribute_out_of_range_is_refused_naming_op_and_attribute(call, message):
     with pytest.raises(chipdock.InvalidArgumentError, match=r"^\[core\] " + message):

@@ -116,6 +116,7 @@ void register_op(const py::dict& d) {
     if (!spec.required) spec.default_value = to_attribute(spec.name, a["default"], "register_op");
     if (!a["min"].is_none()) spec.min = a["min"].cast<double>();
     if (a.contains("nan")) spec.allow_nan = a["nan"].cast<bool>();
+    if (a.contains("finite")) spec.finite = a["finite"].cast<bool>();
     spec.length = a["length"].cast<int64_t>();
     spec.choices = a["choices"].cast<std::vector<std::string>>();
     // Store the default in the kind the kernel will see.

@@ -52,7 +52,8 @@ def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
             default = BY_NAME[default].code
         out.append({
             "name": name, "type": a["type"], "required": bool(a.get("required")), "default": default,
-            "min": a.get("min"), "nan": bool(a.get("nan", True)), "length": int(a.get("length", -1)),
+            "min": a.get("min"), "nan": bool(a.get("nan", True)), "finite": bool(a.get("finite", False)),
+            "length": int(a.get("length", -1)),
             "choices": list(a.get("choices", [])),
             "doc": a.get("doc", ""),
         })
