@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdint>
 #include <utility>
 
 #include "blocking.hpp"
@@ -155,6 +156,11 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
     throw_invalid("allocate", "the stream belongs to " + stream.device().label() + ", not " + device_->label());
   }
   const bool guard = allocation_guard();
+  // Rounding up and the guard bytes must not wrap a huge request into a small block.
+  if (bytes > static_cast<size_t>(INT64_MAX) - kGranule - kGuardBytes) {
+    throw Error(CD_STATUS_OUT_OF_MEMORY, "core", "allocate",
+                "a request of " + std::to_string(bytes) + " bytes exceeds the addressable size");
+  }
   const size_t size = round_size(guard ? bytes + kGuardBytes : bytes);
   std::unique_lock<std::mutex> lock(mutex_);
   collect_completed_pending();

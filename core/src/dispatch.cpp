@@ -40,6 +40,41 @@ cd_dtype_t dtype_by_name(const std::string& name) {
 
 // ------------------------------------------------------------ attributes --
 
+std::string describe_number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18) return std::to_string(static_cast<int64_t>(v));
+  std::string text = std::to_string(v);
+  return std::isnan(v) ? "nan" : text;
+}
+
+// The spec's range of an attribute (opset.yaml `min`, `nan`, `finite`): every value,
+// list entries included. An int is compared exactly (a double would round
+// int64 values near 2^63); NaN is out of any range, and refused anyway
+// where the spec says `nan: false`.
+void check_range(const OpSpec& op, const AttrSpec& spec, const Attribute& a) {
+  auto check_int = [&](int64_t v, const std::string& where) {
+    if (!spec.min) return;
+    const double lo = *spec.min;
+    const bool below = std::fabs(lo) < 4e18 ? v < static_cast<int64_t>(std::ceil(lo)) : static_cast<double>(v) < lo;
+    if (below) fail(op, spec.name, where + std::to_string(v) + " is below the minimum " + describe_number(lo));
+  };
+  auto check_float = [&](double v, const std::string& where) {
+    if (std::isnan(v) && (spec.min || !spec.allow_nan || spec.finite)) fail(op, spec.name, where + "NaN is not allowed");
+    if (std::isinf(v) && spec.finite) fail(op, spec.name, where + "must be finite, got " + (v > 0 ? "inf" : "-inf"));
+    if (spec.min && v < *spec.min) {
+      fail(op, spec.name, where + describe_number(v) + " is below the minimum " + describe_number(*spec.min));
+    }
+  };
+  auto entry = [](size_t i) { return "entry " + std::to_string(i) + ": "; };
+  if (a.type == CD_ATTR_INT && spec.kind == AttrKind::Int) check_int(a.i, "");
+  if (a.type == CD_ATTR_FLOAT) check_float(a.f, "");
+  if (a.type == CD_ATTR_INTS) {
+    for (size_t i = 0; i < a.ints.size(); ++i) check_int(a.ints[i], a.ints.size() > 1 ? entry(i) : "");
+  }
+  if (a.type == CD_ATTR_FLOATS) {
+    for (size_t i = 0; i < a.floats.size(); ++i) check_float(a.floats[i], a.floats.size() > 1 ? entry(i) : "");
+  }
+}
+
 // Coerces one given attribute to its spec's kind and checks its range.
 Attribute coerce(const OpSpec& op, const AttrSpec& spec, Attribute a) {
   auto bad_type = [&](const char* expected) {
@@ -78,13 +113,7 @@ Attribute coerce(const OpSpec& op, const AttrSpec& spec, Attribute a) {
       a.type = CD_ATTR_INT;
       break;
   }
-  if (spec.min) {
-    auto below = [&](double v) { return v < *spec.min; };
-    bool out = (a.type == CD_ATTR_INT && below(static_cast<double>(a.i))) ||
-               (a.type == CD_ATTR_FLOAT && below(a.f)) ||
-               (a.type == CD_ATTR_INTS && std::any_of(a.ints.begin(), a.ints.end(), [&](int64_t v) { return below(static_cast<double>(v)); }));
-    if (out) fail(op, spec.name, "must be at least " + std::to_string(static_cast<int64_t>(*spec.min)));
-  }
+  check_range(op, spec, a);
   if (spec.length >= 0) {
     const size_t n = a.type == CD_ATTR_INTS ? a.ints.size() : a.floats.size();
     if (static_cast<int64_t>(n) != spec.length) {
@@ -306,10 +335,22 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   }
 
   // Outputs: one per produced shape; a variadic output repeats its dtype.
+  // Each shape is checked here, naming the op, whatever its rule did: a
+  // negative dim or a size past int64 is refused before any allocation.
   StreamPtr stream = dev.current_stream();
   for (size_t i = 0; i < ctx.output_shapes.size(); ++i) {
     const cd_dtype_t dt = out_dtypes[std::min(i, out_dtypes.size() - 1)];
-    result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt, *stream));
+    shape_nbytes(ctx.output_shapes[i], dt, op.name.c_str());
+    try {
+      result.outputs.push_back(Tensor::empty(dev, ctx.output_shapes[i], dt, *stream));
+    } catch (const Error& e) {
+      if (e.code() != CD_STATUS_OUT_OF_MEMORY) throw;
+      // Name the op and the output that did not fit, not only the allocator's slot.
+      const ArgSpec& out = op.outputs[std::min(i, op.outputs.size() - 1)];
+      throw Error(e.code(), e.backend(), op.name,
+                  "output '" + out.name + "' " + dtype_name(dt) + " " + describe_shape(ctx.output_shapes[i]) + ": " +
+                      e.call() + ": " + e.reason());
+    }
   }
   TensorRefs in_ptrs, out_ptrs;
   for (const auto& group : inputs) {

@@ -20,7 +20,9 @@ struct AttrSpec {
   AttrKind kind = AttrKind::Int;
   bool required = false;
   Attribute default_value;          // valid unless `required`
-  std::optional<double> min;        // for Int, Float, Ints
+  std::optional<double> min;        // for Int, Float, Ints, Floats: the smallest value allowed
+  bool allow_nan = true;            // for Float, Floats: `nan: false` refuses NaN (so does a `min`)
+  bool finite = false;              // for Float, Floats: `finite: true` refuses NaN and +-inf
   int64_t length = -1;              // for Ints/Floats: exact length, -1 any
   std::vector<std::string> choices;  // for String
 };
@@ -30,6 +32,11 @@ struct ArgSpec {
   std::string type_var;
   bool optional = false;
   bool variadic = false;
+  // `indexes: {input: <name>, axis: <attribute or int>}`: the values are
+  // indices into that dim of that input (negatives count from the end).
+  std::string indexes_input;      // empty: not an index argument
+  std::string indexes_axis_attr;  // empty: the fixed `indexes_axis`
+  int64_t indexes_axis = 0;
 };
 
 struct OpSpec;

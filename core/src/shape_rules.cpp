@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 
+#include "chipdock/support/checked_math.h"
 #include "dtype.hpp"
 
 namespace chipdock {
@@ -28,6 +29,32 @@ int64_t ShapeContext::normalize_axis(const std::string& attr, int64_t axis, int6
     fail(attr, std::to_string(axis) + " is out of range for " + std::to_string(n) + " dims");
   }
   return axis < 0 ? axis + std::max<int64_t>(n, 1) : axis;
+}
+
+namespace {
+
+[[noreturn]] void overflow(const ShapeContext& c, const std::string& what, int64_t a, const char* op, int64_t b) {
+  c.fail(what, "the size " + std::to_string(a) + " " + op + " " + std::to_string(b) + " overflows int64");
+}
+
+}  // namespace
+
+int64_t ShapeContext::mul(const std::string& what, int64_t a, int64_t b) const {
+  const std::optional<int64_t> r = support::checked_mul(a, b);
+  if (!r) overflow(*this, what, a, "*", b);
+  return *r;
+}
+
+int64_t ShapeContext::add(const std::string& what, int64_t a, int64_t b) const {
+  const std::optional<int64_t> r = support::checked_add(a, b);
+  if (!r) overflow(*this, what, a, "+", b);
+  return *r;
+}
+
+int64_t ShapeContext::sub(const std::string& what, int64_t a, int64_t b) const {
+  const std::optional<int64_t> r = support::checked_sub(a, b);
+  if (!r) overflow(*this, what, a, "-", b);
+  return *r;
 }
 
 Shape ShapeContext::broadcast(const Shape& a, const Shape& b, const std::string& what) const {
@@ -56,8 +83,6 @@ Tensor expand_view(const Tensor& t, const Shape& shape) {
 }
 
 namespace {
-
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 // ---------------------------------------------------------------- general --
 
@@ -164,6 +189,15 @@ void rule_group_norm(ShapeContext& c) {
   c.output_shapes = {c.shape(0)};
 }
 
+// Cross-channel windows of `size` channels over x (N, C, ...). Every output
+// reads `size` taps (the part inside the channels): the total, which a
+// kernel counts to plan its work, must fit int64.
+void rule_local_response_norm(ShapeContext& c) {
+  if (c.ndim(0) < 2) c.fail("x", "expected at least 2 dims (N, C, ...), got " + describe_shape(c.shape(0)));
+  c.mul("size", c.in(0).numel(), c.get_int("size"));
+  c.output_shapes = {c.shape(0)};
+}
+
 // --------------------------------------------------------- linear algebra --
 
 void rule_matmul(ShapeContext& c) {
@@ -211,8 +245,23 @@ void rule_gemm(ShapeContext& c) {
 
 // ------------------------------------------------------------ convolution --
 
-int64_t conv_out(int64_t in, int64_t pad, int64_t kernel, int64_t stride, int64_t dilation) {
-  return floor_div(in + pad - dilation * (kernel - 1) - 1, stride) + 1;
+// The taps a kernel of `kernel` taps `dilation` apart spans: dilation * (kernel - 1) + 1.
+int64_t dilated_extent(const ShapeContext& c, int64_t kernel, int64_t dilation) {
+  return c.add("dilation", c.mul("dilation", dilation, kernel - 1), 1);
+}
+
+// Output positions of a window sliding `stride` apart over `in` plus `pad`
+// (both sides); fails naming `what` when the dilated kernel does not fit the
+// padded input (the attribute range "kernel <= padded input").
+int64_t window_count(const ShapeContext& c, const std::string& what, int64_t in, int64_t pad, int64_t kernel,
+                     int64_t stride, int64_t dilation) {
+  const int64_t padded = c.add("padding", in, pad), extent = dilated_extent(c, kernel, dilation);
+  if (extent > padded) {
+    c.fail(what, "the kernel does not fit: it spans " + std::to_string(extent) + " positions (kernel " +
+                     std::to_string(kernel) + ", dilation " + std::to_string(dilation) + "), the padded input " +
+                     std::to_string(padded));
+  }
+  return (padded - extent) / stride + 1;
 }
 
 void check_conv_weights(ShapeContext& c, int64_t in_channels, int64_t weight_in, int64_t out_channels, bool transposed) {
@@ -234,9 +283,8 @@ void rule_conv2d(ShapeContext& c) {
   const Shape &x = c.shape(0), &w = c.shape(1);
   check_conv_weights(c, x[1], w[1], w[0], false);
   const auto &s = c.get_ints("stride"), &p = c.get_ints("padding"), &d = c.get_ints("dilation");
-  const int64_t h = conv_out(x[2], p[0] + p[2], w[2], s[0], d[0]);
-  const int64_t wd = conv_out(x[3], p[1] + p[3], w[3], s[1], d[1]);
-  if (h < 1 || wd < 1) c.fail("x", "the kernel does not fit: output would be " + std::to_string(h) + "x" + std::to_string(wd));
+  const int64_t h = window_count(c, "x", x[2], c.add("padding", p[0], p[2]), w[2], s[0], d[0]);
+  const int64_t wd = window_count(c, "x", x[3], c.add("padding", p[1], p[3]), w[3], s[1], d[1]);
   c.output_shapes = {{x[0], w[0], h, wd}};
   if (c.attrs.count("layout") && c.get_string("layout") == "nhwc") c.output_shapes = {{x[0], h, wd, w[0]}};
   // conv2d_fused's residual is added to the output as it is (no broadcast).
@@ -258,16 +306,27 @@ void rule_conv_transpose2d(ShapeContext& c) {
   for (int i = 0; i < 2; ++i) {
     if (op[i] >= s[i] && op[i] >= d[i]) c.fail("output_padding", "must be smaller than stride or dilation");
   }
-  const int64_t h = (x[2] - 1) * s[0] - p[0] - p[2] + d[0] * (w[2] - 1) + op[0] + 1;
-  const int64_t wd = (x[3] - 1) * s[1] - p[1] - p[3] + d[1] * (w[3] - 1) + op[1] + 1;
+  // (in - 1) * stride - pad_begin - pad_end + dilation * (kernel - 1) + output_padding + 1
+  auto out_size = [&](int i) {
+    const int64_t grown = c.add("stride", c.mul("stride", x[2 + i] - 1, s[i]), dilated_extent(c, w[2 + i], d[i]));
+    return c.sub("padding", c.add("output_padding", grown, op[i]), c.add("padding", p[i], p[i + 2]));
+  };
+  const int64_t h = out_size(0), wd = out_size(1);
   if (h < 1 || wd < 1) c.fail("padding", "leaves no output (" + std::to_string(h) + "x" + std::to_string(wd) + ")");
-  c.output_shapes = {{x[0], w[1] * groups, h, wd}};
+  c.output_shapes = {{x[0], c.mul("groups", w[1], groups), h, wd}};
 }
 
-int64_t pool_out(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel, int64_t stride, int64_t dilation,
-                 bool ceil_mode) {
-  const int64_t span = in + pad_begin + pad_end - dilation * (kernel - 1) - 1;
-  int64_t out = (ceil_mode ? (span + stride - 1) / stride : floor_div(span, stride)) + 1;
+int64_t pool_out(const ShapeContext& c, int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel, int64_t stride,
+                 int64_t dilation, bool ceil_mode) {
+  const int64_t padded = c.add("padding", in, c.add("padding", pad_begin, pad_end));
+  const int64_t extent = dilated_extent(c, kernel, dilation);
+  if (extent > padded) {
+    c.fail("kernel", "does not fit the input: the window spans " + std::to_string(extent) + " positions (kernel " +
+                         std::to_string(kernel) + ", dilation " + std::to_string(dilation) + "), the padded input " +
+                         std::to_string(padded));
+  }
+  const int64_t span = padded - extent;  // >= 0: no floor division of a negative, no overflow below
+  int64_t out = (ceil_mode ? span / stride + (span % stride != 0) : span / stride) + 1;
   // The last window must start inside the input or its left padding (PyTorch's rule).
   if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
   return out;
@@ -287,9 +346,12 @@ void rule_pool2d(ShapeContext& c) {
     if (p[i] > k[i] / 2 || p[i + 2] > k[i] / 2) c.fail("padding", "must be at most half the kernel size");
   }
   const bool ceil_mode = c.get_int("ceil_mode") != 0;
-  const int64_t h = pool_out(x[2], p[0], p[2], k[0], s[0], d[0], ceil_mode);
-  const int64_t w = pool_out(x[3], p[1], p[3], k[1], s[1], d[1], ceil_mode);
+  const int64_t h = pool_out(c, x[2], p[0], p[2], k[0], s[0], d[0], ceil_mode);
+  const int64_t w = pool_out(c, x[3], p[1], p[3], k[1], s[1], d[1], ceil_mode);
   if (h < 1 || w < 1) c.fail("kernel", "does not fit the input " + describe_shape(x));
+  // A window has kernel[0] * kernel[1] taps: a kernel must be able to count them
+  // (most may lie in the padding; a backend visits only those inside the input).
+  c.mul("kernel", k[0], k[1]);
   c.output_shapes = {{x[0], x[1], h, w}};
 }
 
@@ -336,15 +398,15 @@ void rule_reshape(ShapeContext& c) {
     } else if (target[i] < 0) {
       c.fail("shape", "negative dim " + std::to_string(target[i]));
     } else {
-      known *= target[i];
+      known = c.mul("shape", known, target[i]);
     }
   }
   if (infer >= 0) {
     if (known == 0 || total % known != 0) c.fail("shape", describe_shape(target) + " does not fit " + std::to_string(total) + " elements");
     target[infer] = total / known;
   }
-  if (shape_numel(target, c.op.name.c_str()) != total) {
-    c.fail("shape", describe_shape(target) + " has " + std::to_string(shape_numel(target, "reshape")) + " elements, x has " + std::to_string(total));
+  if (known != total && infer < 0) {
+    c.fail("shape", describe_shape(target) + " has " + std::to_string(known) + " elements, x has " + std::to_string(total));
   }
   Tensor x = c.in(0).is_contiguous() ? c.in(0) : c.in(0).contiguous();
   c.view_result = x.as_strided(target, contiguous_strides(target), x.offset());
@@ -357,6 +419,12 @@ void rule_transpose(ShapeContext& c) {
     for (int64_t i = n - 1; i >= 0; --i) perm.push_back(i);
   }
   if (static_cast<int64_t>(perm.size()) != n) c.fail("perm", "has " + std::to_string(perm.size()) + " entries for " + std::to_string(n) + " dims");
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (int64_t p : perm) {
+    const int64_t d = p < 0 ? p + n : p;
+    if (d < 0 || d >= n || seen[static_cast<size_t>(d)]) c.fail("perm", describe_shape(perm) + " is not a permutation of 0.." + std::to_string(n - 1));
+    seen[static_cast<size_t>(d)] = true;
+  }
   c.view_result = c.in(0).permute(perm);
 }
 
@@ -376,6 +444,7 @@ void rule_slice(ShapeContext& c) {
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
   if (axes.size() != starts.size() || steps.size() != starts.size()) c.fail("axes", "axes, starts, ends and steps must have equal lengths");
+  if (n == 0 && !starts.empty()) c.fail("starts", "a 0-d tensor has no axis to slice");
   Shape shape = x.shape(), strides = x.strides();
   int64_t offset = x.offset();
   std::set<int64_t> seen;
@@ -389,11 +458,13 @@ void rule_slice(ShapeContext& c) {
     int64_t start = step > 0 ? clamp(starts[i], 0, dim) : clamp(starts[i], -1, dim - 1);
     int64_t end = step > 0 ? clamp(ends[i], 0, dim) : clamp(ends[i], -1, dim - 1);
     if (step < 0 && ends[i] < -dim) end = -1;  // "to the beginning"
-    const int64_t count = step > 0 ? std::max<int64_t>(0, (end - start + step - 1) / step)
-                                   : std::max<int64_t>(0, (start - end - step - 1) / -step);
-    if (count > 0) offset += start * x.strides()[axis];
+    // ceil(distance / |step|) without forming distance + |step| (steps reach +-2^63).
+    const int64_t distance = step > 0 ? end - start : start - end;
+    const uint64_t magnitude = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+    const int64_t count = distance <= 0 ? 0 : static_cast<int64_t>(static_cast<uint64_t>(distance - 1) / magnitude) + 1;
+    if (count > 0) offset = c.add("starts", offset, c.mul("starts", start, x.strides()[axis]));
     shape[axis] = count;
-    strides[axis] = x.strides()[axis] * step;
+    strides[axis] = c.mul("steps", x.strides()[axis], step);
   }
   c.view_result = x.as_strided(shape, strides, offset);
 }
@@ -413,7 +484,7 @@ void rule_concat(ShapeContext& c) {
     bool ok = s.size() == first.size();
     for (size_t d = 0; ok && d < s.size(); ++d) ok = static_cast<int64_t>(d) == axis || s[d] == first[d];
     if (!ok) c.fail("inputs[" + std::to_string(i) + "]", "shape " + describe_shape(s) + " does not match " + describe_shape(first) + " outside axis " + std::to_string(axis));
-    out[axis] += s[axis];
+    out[axis] = c.add("inputs", out[axis], s[axis]);
   }
   c.output_shapes = {out};
 }
@@ -432,7 +503,7 @@ void rule_split(ShapeContext& c) {
     int64_t total = 0;
     for (int64_t s : sizes) {
       if (s < 0) c.fail("sizes", "negative size " + std::to_string(s));
-      total += s;
+      total = c.add("sizes", total, s);
     }
     if (total != dim) c.fail("sizes", "sum to " + std::to_string(total) + ", dim " + std::to_string(axis) + " has " + std::to_string(dim));
   }
@@ -496,7 +567,7 @@ void rule_pad(ShapeContext& c) {
     const int64_t lo = pads[d], hi = pads[d + n];
     if (mode == "reflect" && (lo >= x[d] || hi >= x[d]) && (lo > 0 || hi > 0)) c.fail("pads", "reflect padding must be smaller than dim " + std::to_string(d) + " (" + std::to_string(x[d]) + ")");
     if (mode == "edge" && x[d] == 0 && (lo > 0 || hi > 0)) c.fail("pads", "edge padding of an empty dim " + std::to_string(d));
-    out[d] = x[d] + lo + hi;
+    out[d] = c.add("pads", c.add("pads", x[d], lo), hi);
   }
   c.output_shapes = {out};
 }
@@ -506,7 +577,7 @@ void rule_tile(ShapeContext& c) {
   const auto& reps = c.get_ints("repeats");
   if (reps.size() != x.size()) c.fail("repeats", "expected " + std::to_string(x.size()) + " values, got " + std::to_string(reps.size()));
   Shape out(x.size());
-  for (size_t d = 0; d < x.size(); ++d) out[d] = x[d] * reps[d];
+  for (size_t d = 0; d < x.size(); ++d) out[d] = c.mul("repeats", x[d], reps[d]);
   c.output_shapes = {out};
 }
 
@@ -517,8 +588,14 @@ void rule_resize(ShapeContext& c) {
   auto& scales = c.get_floats("scales");
   if (sizes.empty() == scales.empty()) c.fail("sizes", "give exactly one of sizes and scales");
   if (sizes.empty()) {
-    if (scales.size() != 2 || scales[0] <= 0 || scales[1] <= 0) c.fail("scales", "expected 2 positive values");
-    sizes = {static_cast<int64_t>(std::floor(x[2] * scales[0])), static_cast<int64_t>(std::floor(x[3] * scales[1]))};
+    if (scales.size() != 2 || !(scales[0] > 0) || !(scales[1] > 0)) c.fail("scales", "expected 2 positive values");
+    // A double at or past 2^63 does not convert to int64 (undefined behaviour, in practice INT64_MIN).
+    auto scaled = [&](int64_t in, double scale) {
+      const double v = std::floor(static_cast<double>(in) * scale);
+      if (!(v < 9223372036854775808.0)) c.fail("scales", "the output size " + std::to_string(v) + " overflows int64");
+      return static_cast<int64_t>(v);
+    };
+    sizes = {scaled(x[2], scales[0]), scaled(x[3], scales[1])};
   } else {
     if (sizes.size() != 2 || sizes[0] < 1 || sizes[1] < 1) c.fail("sizes", "expected 2 values >= 1");
     if (x[2] == 0 || x[3] == 0) c.fail("x", "cannot resize an empty image");
@@ -532,17 +609,24 @@ void rule_arange(ShapeContext& c) {
   if (delta == 0.0 || !std::isfinite(delta)) c.fail("delta", "must be finite and non-zero");
   if (!std::isfinite(start) || !std::isfinite(limit)) c.fail("limit", "start and limit must be finite");
   const double count = std::ceil((limit - start) / delta);
+  if (!(count < 9223372036854775808.0)) c.fail("limit", "(limit - start) / delta = " + std::to_string(count) + " elements overflows int64");
   c.output_shapes = {{count > 0 ? static_cast<int64_t>(count) : 0}};
 }
 
-void rule_full(ShapeContext& c) { c.output_shapes = {c.get_ints("shape")}; }
+void rule_full(ShapeContext& c) {
+  const Shape& shape = c.get_ints("shape");
+  if (!support::checked_numel(shape.data(), shape.size())) c.fail("shape", describe_shape(shape) + " has more than 2^63 elements");
+  c.output_shapes = {shape};
+}
 
 void rule_topk(ShapeContext& c) {
   const int64_t axis = c.normalize_axis("axis", c.get_int("axis"), c.ndim(0));
   c.set_int("axis", axis);
   Shape out = c.shape(0);
   const int64_t dim = out.empty() ? 1 : out[axis], k = c.get_int("k");
-  if (k > dim) c.fail("k", std::to_string(k) + " is larger than dim " + std::to_string(axis) + " (" + std::to_string(dim) + ")");
+  // A 0-d x has one element and its outputs are 0-d (one element each): only k = 1 fits.
+  if (out.empty() && k != 1) c.fail("k", std::to_string(k) + " for a 0-d tensor (its outputs hold one element)");
+  if (k < 0 || k > dim) c.fail("k", std::to_string(k) + " is larger than dim " + std::to_string(axis) + " (" + std::to_string(dim) + ")");
   if (!out.empty()) out[axis] = k;
   c.output_shapes = {out, out};
 }
@@ -557,6 +641,7 @@ const NamedRule kRules[] = {
     {"broadcast", rule_broadcast}, {"reduce", rule_reduce},
     {"reduce_axis", rule_reduce_axis}, {"batch_norm", rule_batch_norm},
     {"layer_norm", rule_layer_norm}, {"group_norm", rule_group_norm},
+    {"local_response_norm", rule_local_response_norm},
     {"matmul", rule_matmul},       {"gemm", rule_gemm},
     {"conv2d", rule_conv2d},       {"conv_transpose2d", rule_conv_transpose2d},
     {"pool2d", rule_pool2d},       {"global_pool", rule_global_pool},

@@ -46,6 +46,12 @@ class ShapeContext {
   void require_ndim(size_t i, int64_t n) const;
   // axis + ndim when negative; fails naming the attribute when out of range.
   int64_t normalize_axis(const std::string& attr, int64_t axis, int64_t ndim) const;
+  // a * b, a + b, a - b; fail naming `what` when the result overflows int64
+  // (every rule computes sizes through these: a wrapped size is a short
+  // allocation that a kernel then overruns).
+  int64_t mul(const std::string& what, int64_t a, int64_t b) const;
+  int64_t add(const std::string& what, int64_t a, int64_t b) const;
+  int64_t sub(const std::string& what, int64_t a, int64_t b) const;
   // NumPy broadcast of `a` and `b`; fails naming `what`.
   Shape broadcast(const Shape& a, const Shape& b, const std::string& what) const;
 };

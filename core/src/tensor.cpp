@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 
+#include "chipdock/support/checked_math.h"
 #include "dtype.hpp"
 #include "launch.hpp"
 #include "pinned.hpp"
@@ -12,20 +14,28 @@ namespace chipdock {
 
 namespace {
 
-// Byte range [lo, hi) of storage that a strided view touches.
+// Byte range [lo, hi) of storage that a strided view touches; throws
+// OUT_OF_RANGE naming `call` when it does not fit int64 (a wrapped span
+// would pass the bounds check and reach outside the storage).
 struct Span {
   int64_t lo;
   int64_t hi;
 };
 
-Span view_span(const Shape& shape, const Shape& strides, int64_t offset, size_t itemsize) {
-  int64_t lo = offset, hi = offset;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 0) return {offset * static_cast<int64_t>(itemsize), offset * static_cast<int64_t>(itemsize)};
-    int64_t extent = (shape[d] - 1) * strides[d];
-    (extent < 0 ? lo : hi) += extent;
+Span view_span(const Shape& shape, const Shape& strides, int64_t offset, size_t itemsize, const char* call) {
+  std::optional<support::ByteSpan> span;
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) {
+    const std::optional<int64_t> at = support::checked_mul(offset, static_cast<int64_t>(itemsize));
+    if (at) span = support::ByteSpan{*at, *at};  // an empty view touches nothing
+  } else {
+    span = support::checked_view_span(shape.data(), strides.data(), shape.size(), offset, itemsize);
   }
-  return {lo * static_cast<int64_t>(itemsize), (hi + 1) * static_cast<int64_t>(itemsize)};
+  if (!span) {
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", call,
+                "shape " + describe_shape(shape) + ", strides " + describe_shape(strides) + " and offset " +
+                    std::to_string(offset) + " reach bytes beyond the int64 range");
+  }
+  return {span->lo, span->hi};
 }
 
 // dst[i...] = src[i...] for host buffers laid out by the given element strides.
@@ -171,19 +181,33 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t running = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = running;
-    running *= std::max<int64_t>(shape[i], 1);
+    const std::optional<int64_t> next = support::checked_mul(running, std::max<int64_t>(shape[i], 1));
+    if (!next && i > 0) throw_invalid("strides", "shape " + describe_shape(shape) + " has more than 2^63 elements");
+    running = next.value_or(running);  // the product past dim 0 is never used
   }
   return strides;
 }
 
 int64_t shape_numel(const Shape& shape, const char* call) {
-  int64_t n = 1;
   for (int64_t d : shape) {
     if (d < 0) throw_invalid(call, "negative dimension " + std::to_string(d) + " in shape");
-    if (d != 0 && n > INT64_MAX / d) throw_invalid(call, "shape has more than 2^63 elements");
-    n *= d;
   }
-  return n;
+  const std::optional<int64_t> n = support::checked_numel(shape.data(), shape.size());
+  if (!n) throw_invalid(call, "shape " + describe_shape(shape) + " has more than 2^63 elements");
+  return *n;
+}
+
+size_t shape_nbytes(const Shape& shape, cd_dtype_t dtype, const char* call) {
+  const std::optional<size_t> nbytes = support::checked_nbytes(shape_numel(shape, call), dtype_size(dtype));
+  // The largest contiguous stride in bytes (zero dims counted as 1) must fit too,
+  // as in NumPy: (0, 2^62) float32 is refused although it holds nothing.
+  int64_t span = 1;
+  for (int64_t d : shape) span *= std::max<int64_t>(d, 1);  // fits: shape_numel checked it
+  if (!nbytes || !support::checked_nbytes(span, dtype_size(dtype))) {
+    throw_invalid(call, "shape " + describe_shape(shape) + " of " + dtype_name(dtype) +
+                            " takes more than 2^63 bytes");
+  }
+  return *nbytes;
 }
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, cd_dtype_t dtype)
@@ -195,12 +219,17 @@ Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype) {
 
 Tensor Tensor::empty(Device& device, const Shape& shape, cd_dtype_t dtype, Stream& stream) {
   if (!dtype_valid(dtype)) throw_invalid("empty", "unknown dtype code " + std::to_string(dtype));
-  int64_t n = shape_numel(shape, "empty");
-  size_t nbytes = static_cast<size_t>(n) * dtype_size(dtype);
+  const size_t nbytes = shape_nbytes(shape, dtype, "empty");
   return Tensor(Storage::allocate(device, nbytes, stream), shape, contiguous_strides(shape), 0, dtype);
 }
 
 size_t Tensor::itemsize() const noexcept { return dtype_size(dtype_); }
+
+size_t Tensor::nbytes() const {
+  const std::optional<size_t> n = support::checked_nbytes(numel(), itemsize());
+  if (!n) throw_invalid("Tensor.nbytes", describe_shape(shape_) + " " + dtype_name(dtype_) + " elements take more than 2^63 bytes");
+  return *n;
+}
 
 int64_t Tensor::numel() const noexcept {
   int64_t n = 1;
@@ -228,9 +257,10 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
     throw_invalid("as_strided", "shape has " + std::to_string(shape.size()) + " dims, strides " +
                                     std::to_string(strides.size()));
   }
-  shape_numel(shape, "as_strided");
-  Span span = view_span(shape, strides, offset, itemsize());
-  if (span.lo < 0 || span.hi > static_cast<int64_t>(storage_->nbytes())) {
+  const bool empty = shape_numel(shape, "as_strided") == 0;
+  Span span = view_span(shape, strides, offset, itemsize(), "as_strided");
+  // An empty view touches no byte (NumPy's x[2:] of a 2-row x): only its offset must be sane.
+  if (span.lo < 0 || (!empty && span.hi > static_cast<int64_t>(storage_->nbytes()))) {
     throw Error(CD_STATUS_OUT_OF_RANGE, "core", "as_strided",
                 "the view touches bytes [" + std::to_string(span.lo) + ", " + std::to_string(span.hi) +
                     ") of a " + std::to_string(storage_->nbytes()) + "-byte storage");
@@ -317,7 +347,7 @@ void Tensor::copy_from(const Tensor& src) {
     copy_from_host(host.data(), host.size());
     return;
   }
-  Span span = view_span(shape_, strides_, offset_, itemsize());
+  Span span = view_span(shape_, strides_, offset_, itemsize(), "Tensor.copy_");
   std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
   copy_ordered(*stream, kDeviceToHost, window.data(), offset_ptr(storage_->data(), span.lo), window.size(),
                window.data());
@@ -355,7 +385,7 @@ void Tensor::copy_to_host(void* dst, size_t nbytes, bool non_blocking) const {
     return;
   }
   // Copy the window the view spans, then gather on the host.
-  Span span = view_span(shape_, strides_, offset_, itemsize());
+  Span span = view_span(shape_, strides_, offset_, itemsize(), "Tensor.copy_to_host");
   std::vector<char> window(static_cast<size_t>(span.hi - span.lo));
   copy_ordered(*stream, kDeviceToHost, window.data(), offset_ptr(storage_->data(), span.lo), window.size(),
                window.data());

@@ -78,7 +78,9 @@ class Tensor {
   size_t itemsize() const noexcept;
   int64_t ndim() const noexcept { return static_cast<int64_t>(shape_.size()); }
   int64_t numel() const noexcept;
-  size_t nbytes() const noexcept { return static_cast<size_t>(numel()) * itemsize(); }
+  // numel() * itemsize(); throws INVALID_ARGUMENT when a broadcast view's
+  // elements would span more than 2^63 bytes (only its storage is real).
+  size_t nbytes() const;
   bool is_contiguous() const noexcept;
   // The device address of element (0, ...); meaningful only to the plugin.
   void* data_ptr() const noexcept;
@@ -112,5 +114,8 @@ Shape contiguous_strides(const Shape& shape);
 // "(2, 3)", "(4,)", "()": for error messages.
 std::string describe_shape(const Shape& shape);
 int64_t shape_numel(const Shape& shape, const char* call);
+// The bytes of a contiguous `shape` of `dtype`; throws INVALID_ARGUMENT
+// naming `call` when that exceeds int64 (numel alone may still fit).
+size_t shape_nbytes(const Shape& shape, cd_dtype_t dtype, const char* call);
 
 }  // namespace chipdock

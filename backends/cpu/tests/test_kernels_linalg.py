@@ -662,6 +662,59 @@ def test_avg_pool2d_special_values(dtype):
     assert np.isnan(got[0, 0, 0, 0]) and got[0, 0, 0, 1] == 1.25
 
 
+def clipped_rows(start, dil, kernel, size):
+    """Input positions start + r * dil (r < kernel) inside [0, size), computed without enumerating the kernel."""
+    first = 0 if start >= 0 else (-start + dil - 1) // dil
+    last = min(kernel, (size - 1 - start) // dil + 1) if start < size else 0
+    return [start + r * dil for r in range(first, max(first, last))]
+
+
+def clipped_pool_ref(x, kernel, stride, pad, dil, is_max):
+    """Max or mean (padding excluded) over the taps inside the input, for windows far larger than x."""
+    n, c, h, w = x.shape
+    oh = pool_out(h, pad[0], pad[2], kernel[0], stride[0], dil[0], False)
+    ow = pool_out(w, pad[1], pad[3], kernel[1], stride[1], dil[1], False)
+    out = np.zeros((n, c, oh, ow), np.float64)
+    for i in range(oh):
+        rows = clipped_rows(i * stride[0] - pad[0], dil[0], kernel[0], h)
+        for j in range(ow):
+            cols = clipped_rows(j * stride[1] - pad[1], dil[1], kernel[1], w)
+            win = x[:, :, rows][:, :, :, cols].astype(np.float64)
+            out[:, :, i, j] = win.max(axis=(2, 3)) if is_max else win.mean(axis=(2, 3))
+    return out
+
+
+HUGE_WINDOWS = [
+    # (kernel, stride, padding, layout): windows mostly padding, once taken for a hang or a failed allocation
+    ((2**60, 3), (1, 2), (2**59, 1, 2**59, 1), "contig"),
+    ((3, 2**40), (2, 2), (1, 2**39, 1, 2**39), "contig"),  # the row-reduction path would need a 2^40 buffer
+    ((2**40, 2**20), (3, 1), (2**39, 2**19, 2**39, 2**19), "nhwc"),  # vectorized over channels
+]
+
+
+@pytest.mark.parametrize("is_max", [True, False], ids=["max", "avg"])
+@pytest.mark.parametrize("case", HUGE_WINDOWS, ids=[f"huge{i}" for i in range(len(HUGE_WINDOWS))])
+def test_pool2d_huge_windows_visit_only_the_input(case, is_max):
+    kernel, stride, pad, layout = case
+    rng = np.random.default_rng(13)
+    x = rand(rng, (1, 3, 5, 6), cd.float32, -4, 4)
+    want = clipped_pool_ref(x, kernel, stride, pad, (1, 1), is_max)
+    attrs = {"kernel": list(kernel), "stride": list(stride), "padding": list(pad), "ceil_mode": 0}
+    if not is_max:
+        attrs["count_include_pad"] = 0
+    got = launch("max_pool2d" if is_max else "avg_pool2d", [dev(x, cd.float32, layout)],
+                 cd.empty(want.shape, cd.float32, DEV), attrs)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+
+
+def test_pool2d_overflowing_window_is_an_error_at_the_call():
+    x = dev(np.zeros((1, 1, 4, 4), np.float32), cd.float32, "contig")
+    out = cd.empty((1, 1, 1, 1), cd.float32, DEV)
+    with pytest.raises(cd.InvalidArgumentError, match=r"max_pool2d: float32 x \(1, 1, 4, 4\): .* overflows int64"):
+        launch("max_pool2d", [x], out, {"kernel": [3, 2], "stride": [1, 1], "padding": [0, 0, 0, 0],
+                                          "dilation": [2**62, 1], "ceil_mode": 0})
+
+
 GLOBAL_SHAPES = [((2, 3, 5, 7), "contig"), ((2, 3, 33), "T"), ((1, 2, 3, 4, 5), "neg"), ((1, 1, 1000003), "contig"),
                  ((3, 2, 1, 1), "gap")]
 

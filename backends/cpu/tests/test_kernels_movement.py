@@ -12,6 +12,7 @@ device memory is not host-addressable.
 from __future__ import annotations
 
 import math
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -402,42 +403,61 @@ def test_scatter_add_rounds_once_and_big():
         assert_bits(out.numpy(), scatter_oracle(data, idx, upd, 0, reduction, "float32"), reduction)
 
 
-# --- index errors: asynchronous ------------------------------------------------------
+# --- index errors: at the call, or asynchronous on a busy stream --------------------
 
 
-@pytest.mark.parametrize("bad", [10, -11])
-def test_out_of_range_index_is_an_async_error(bad):
+def index_cases(bad):
     data = dev(rand((10, 3), "float32"))
     idx = dev(np.array([[1, bad], [0, 2]], dtype=np.int64))
     upd = dev(rand((2, 2), "float32"))
-    cases = [
-        ("gather", [data, idx], [empty((2, 2, 3), "float32")], {"axis": 0}),
-        ("embedding", [data, idx], [empty((2, 2, 3), "float32")], {}),
-        ("gather_elements", [data, idx], [empty((2, 2), "float32")], {"axis": 0}),
-        ("scatter", [data, idx, upd], [empty((10, 3), "float32")], {"axis": 0, "reduction": "add"}),
-        ("scatter", [data, idx, upd], [empty((10, 3), "float32")], {"axis": 0, "reduction": "none"}),
+    return data, idx, [
+        ("gather", [data, idx], (2, 2, 3), {"axis": 0}),
+        ("embedding", [data, idx], (2, 2, 3), {}),
+        ("gather_elements", [data, idx], (2, 2), {"axis": 0}),
+        ("scatter", [data, idx, upd], (10, 3), {"axis": 0, "reduction": "add"}),
+        ("scatter", [data, idx, upd], (10, 3), {"axis": 0, "reduction": "none"}),
     ]
-    message = rf"\(asynchronous\): index {bad} is out of range for axis 0 of size 10"
-    for op, ins, outs, attrs in cases:
-        launch(op, ins, outs, attrs)  # the launch itself succeeds: the check runs on the stream
+
+
+@pytest.mark.parametrize("bad", [10, -11, -(2**63)])
+def test_out_of_range_index_is_an_error_at_the_call(bad):
+    # An idle stream: the indices are final, so the launch checks them (as
+    # PyTorch does on CPU), names the op, the argument and the value, and
+    # leaves the output untouched.
+    data, _, cases = index_cases(bad)
+    for op, ins, out_shape, attrs in cases:
+        out = dev(np.full(out_shape, 7.0, np.float32))
+        expected = rf"^\[cpu\] {op}: indices: index {bad} is out of range for axis 0 of size 10$"
+        with pytest.raises(cd.OutOfRangeError, match=expected):
+            launch(op, ins, [out], attrs)
+        cd.synchronize(DEV)  # nothing was enqueued: no asynchronous error follows
+        np.testing.assert_array_equal(out.numpy(), np.full(out_shape, 7.0, np.float32))
+    good = empty((10, 3), "float32")
+    launch("gather", [data, dev(np.array([0, 1, 2], np.int32))], [good], {"axis": 1})
+    assert_bits(good.numpy(), data.numpy())
+
+
+@pytest.mark.parametrize("bad", [10, -11])
+def test_out_of_range_index_on_a_busy_stream_is_an_async_error(bad):
+    # On a busy stream the indices may still be written by queued work, so
+    # the kernel checks them when it runs; the next synchronize reports it,
+    # naming the op and the argument.
+    data, idx, cases = index_cases(bad)
+    message = rf"\(asynchronous\): indices: index {bad} is out of range for axis 0 of size 10"
+    stream = cd.current_stream(DEV)
+    for op, ins, out_shape, attrs in cases:
+        release = threading.Event()
+        stream.add_callback(lambda release=release: release.wait(30))
+        try:
+            launch(op, ins, [empty(out_shape, "float32")], attrs)  # queued behind the callback
+        finally:
+            release.set()
         with pytest.raises(cd.OutOfRangeError, match=rf"{op} {message}"):
             cd.synchronize(DEV)
         cd.synchronize(DEV)  # reported once: the stream is usable again
         good = empty((10, 3), "float32")
         launch("gather", [data, dev(np.array([0, 1, 2], np.int32))], [good], {"axis": 1})
         assert_bits(good.numpy(), data.numpy())
-    # Reading the output: numpy() reports the error, or at the latest the next
-    # synchronize does (the core copies without a stream synchronize when
-    # the stream is already idle).
-    out = empty((2, 2, 3), "float32")
-    launch("gather", [data, idx], [out], {"axis": 0})
-    try:
-        out.numpy()
-    except cd.OutOfRangeError as e:
-        assert "gather (asynchronous)" in str(e)
-    else:
-        with pytest.raises(cd.OutOfRangeError, match="gather"):
-            cd.synchronize(DEV)
 
 
 def test_bad_inputs_are_refused():

@@ -141,6 +141,16 @@ ArgSpec arg_spec(const py::dict& d) {
   a.type_var = d["type"].cast<std::string>();
   a.optional = d.contains("optional") && d["optional"].cast<bool>();
   a.variadic = d.contains("variadic") && d["variadic"].cast<bool>();
+  if (d.contains("indexes")) {
+    py::dict bound = d["indexes"].cast<py::dict>();
+    a.indexes_input = bound["input"].cast<std::string>();
+    py::object axis = bound["axis"];
+    if (py::isinstance<py::str>(axis)) {
+      a.indexes_axis_attr = axis.cast<std::string>();
+    } else {
+      a.indexes_axis = axis.cast<int64_t>();
+    }
+  }
   return a;
 }
 
@@ -159,6 +169,8 @@ void register_op(const py::dict& d) {
     spec.required = a["required"].cast<bool>();
     if (!spec.required) spec.default_value = to_attribute(spec.name, a["default"], "register_op");
     if (!a["min"].is_none()) spec.min = a["min"].cast<double>();
+    if (a.contains("nan")) spec.allow_nan = a["nan"].cast<bool>();
+    if (a.contains("finite")) spec.finite = a["finite"].cast<bool>();
     spec.length = a["length"].cast<int64_t>();
     spec.choices = a["choices"].cast<std::vector<std::string>>();
     // Store the default in the kind the kernel will see.
@@ -260,6 +272,64 @@ std::vector<std::vector<Tensor>> collect_inputs(const OpSpec& op, const ArgList&
   return groups;
 }
 
+// Index values given as Python data (a list, a NumPy array) are known on
+// the host before they become a device tensor, so they are checked here, at
+// the call, on every device (PyTorch raises IndexError at the call on CPU);
+// device-resident indices are checked by the kernel. Only what can be
+// decided is checked: a missing or out-of-range axis is left to the shape
+// rule, which reports it. Runs before any operand is converted (copying
+// Python data onto a busy stream waits for it).
+void check_host_indices(const OpSpec& op, const ArgList& args, const py::dict* attrs) {
+  for (size_t i = 0; i < args.size() && i < op.inputs.size(); ++i) {
+    const ArgSpec& arg = op.inputs[i];
+    if (arg.indexes_input.empty() || args[i] == Py_None || as_tensor(args[i]) != nullptr) continue;
+    size_t target = 0;
+    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
+    const Tensor* indexed = target < args.size() ? as_tensor(args[target]) : nullptr;
+    if (indexed == nullptr) continue;
+    int64_t axis = arg.indexes_axis;
+    if (!arg.indexes_axis_attr.empty()) {
+      const AttrSpec* spec = op.attribute(arg.indexes_axis_attr);
+      if (attrs != nullptr && attrs->contains(arg.indexes_axis_attr) && !(*attrs)[arg.indexes_axis_attr.c_str()].is_none()) {
+        py::object given = (*attrs)[arg.indexes_axis_attr.c_str()];
+        if (PyBool_Check(given.ptr()) || !PyIndex_Check(given.ptr())) continue;  // ints, NumPy integers
+        py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(given.ptr()));
+        const long long v = index ? PyLong_AsLongLong(index.ptr()) : -1;
+        if (v == -1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          continue;  // outside int64: the attribute conversion reports it
+        }
+        axis = v;
+      } else if (spec != nullptr && !spec->required) {
+        axis = spec->default_value.i;
+      } else {
+        continue;
+      }
+    }
+    const Shape& shape = indexed->shape();
+    const auto ndim = static_cast<int64_t>(shape.size());
+    if (axis < -ndim || axis >= ndim) continue;
+    if (axis < 0) axis += ndim;
+    const int64_t size = shape[static_cast<size_t>(axis)];
+    static py::object numpy = py::module_::import("numpy");
+    py::object values;
+    try {
+      values = numpy.attr("asarray")(py::handle(args[i]));
+    } catch (py::error_already_set&) {
+      continue;  // not array-like: the conversion reports it, naming the op
+    }
+    if (values.attr("size").cast<int64_t>() == 0 || values.attr("dtype").attr("kind").cast<std::string>() != "i") continue;
+    for (const char* extreme : {"min", "max"}) {
+      const int64_t v = values.attr(extreme)().cast<int64_t>();
+      if (v < -size || v >= size) {
+        throw Error(CD_STATUS_OUT_OF_RANGE, "core", op.name,
+                    arg.name + ": index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+                        " of size " + std::to_string(size));
+      }
+    }
+  }
+}
+
 py::object wrap_outputs(const OpSpec& op, DispatchResult&& result) {
   if (!result.warning.empty()) {
     static py::object category = py::module_::import("chipdock.errors").attr("FallbackWarning");
@@ -273,6 +343,7 @@ py::object wrap_outputs(const OpSpec& op, DispatchResult&& result) {
 
 py::object py_dispatch(const OpSpec& op, const ArgList& args, const py::dict* attrs, py::handle device_obj) {
   Device* device = device_obj.is_none() ? nullptr : &to_device(device_obj);
+  check_host_indices(op, args, attrs);
   std::vector<std::vector<Tensor>> groups = collect_inputs(op, args, device);
   std::vector<Attribute> given;
   if (attrs != nullptr) {

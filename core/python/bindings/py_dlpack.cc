@@ -1,6 +1,7 @@
 // DLPack export (__dlpack__, __dlpack_device__) and zero-copy import.
 // The struct layout below is DLPack's stable, unversioned ABI (v0.8).
 #include "bindings.hpp"
+#include "chipdock/support/checked_math.h"
 #include "dtype.hpp"
 
 namespace chipdock::python {
@@ -144,21 +145,33 @@ Tensor import_capsule(py::capsule capsule, Device& device) {
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
   const DLTensor& dl = managed->dl_tensor;
   cd_dtype_t dtype = from_dl_dtype(dl.dtype);
-  Shape shape(dl.shape, dl.shape + dl.ndim);
-  Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(shape);
-  const auto isz = static_cast<int64_t>(dtype_size(dtype));
-  // Element span relative to element 0, so that negative strides work too.
-  int64_t lo = 0, hi = 0;
-  bool empty = false;
-  for (int32_t d = 0; d < dl.ndim; ++d) {
-    if (shape[d] == 0) empty = true;
-    int64_t extent = (shape[d] - 1) * strides[d];
-    (extent < 0 ? lo : hi) += extent;
+  if (dl.ndim < 0 || (dl.ndim > 0 && dl.shape == nullptr)) {
+    throw_invalid("from_dlpack", "ndim " + std::to_string(dl.ndim) + " without a shape");
   }
+  Shape shape(dl.shape, dl.shape + dl.ndim);
+  const int64_t numel = shape_numel(shape, "from_dlpack");  // negative dims, more than 2^63 elements
+  Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(shape);
+  const size_t isz = dtype_size(dtype);
+  // Element span relative to element 0, so that negative strides work too;
+  // a shape or strides whose span wraps int64 is refused, not imported.
+  support::ViewExtent extent;
+  size_t nbytes = 0;
+  if (numel > 0) {
+    const std::optional<support::ViewExtent> e = support::checked_view_extent(shape.data(), strides.data(), shape.size());
+    const std::optional<int64_t> reach = e ? support::checked_sub(e->hi, e->lo) : std::nullopt;
+    const std::optional<int64_t> count = reach ? support::checked_add(*reach, 1) : std::nullopt;
+    const std::optional<size_t> bytes = count ? support::checked_nbytes(*count, isz) : std::nullopt;
+    if (!bytes) {  // then lo * itemsize fits too: |lo| < count
+      throw_invalid("from_dlpack", "shape " + describe_shape(shape) + " with strides " + describe_shape(strides) +
+                                       " spans more than 2^63 bytes");
+    }
+    extent = *e;
+    nbytes = *bytes;
+  }
+  const int64_t lo = extent.lo;
   char* first = static_cast<char*>(dl.data) + dl.byte_offset;
-  size_t nbytes = empty ? 0 : static_cast<size_t>((hi - lo + 1) * isz);
   PyCapsule_SetName(capsule.ptr(), kUsedCapsuleName);
-  auto storage = Storage::external(device, first + lo * isz, nbytes, [managed]() {
+  auto storage = Storage::external(device, first + lo * static_cast<int64_t>(isz), nbytes, [managed]() {
     if (managed->deleter != nullptr) {
       py::gil_scoped_acquire gil;
       managed->deleter(managed);

@@ -26,9 +26,12 @@ def load_spec() -> dict[str, Any]:
 def _args(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for item in items:
-        name, type_var = next((k, v) for k, v in item.items() if k not in ("optional", "variadic"))
-        out.append({"name": name, "type": type_var, "optional": bool(item.get("optional")),
-                    "variadic": bool(item.get("variadic"))})
+        name, type_var = next((k, v) for k, v in item.items() if k not in ("optional", "variadic", "indexes"))
+        arg = {"name": name, "type": type_var, "optional": bool(item.get("optional")),
+               "variadic": bool(item.get("variadic"))}
+        if "indexes" in item:
+            arg["indexes"] = dict(item["indexes"])
+        out.append(arg)
     return out
 
 
@@ -49,7 +52,9 @@ def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
             default = BY_NAME[default].code
         out.append({
             "name": name, "type": a["type"], "required": bool(a.get("required")), "default": default,
-            "min": a.get("min"), "length": int(a.get("length", -1)), "choices": list(a.get("choices", [])),
+            "min": a.get("min"), "nan": bool(a.get("nan", True)), "finite": bool(a.get("finite", False)),
+            "length": int(a.get("length", -1)),
+            "choices": list(a.get("choices", [])),
             "doc": a.get("doc", ""),
         })
     return out

@@ -264,7 +264,7 @@ void copy_strided(char* dst, const int64_t* dst_strides, const char* src,
 // --- indices and values ----------------------------------------------------------
 
 void index_error(int64_t index, int64_t size, int64_t axis) {
-  fail(CD_STATUS_OUT_OF_RANGE, "index %lld is out of range for axis %lld of size %lld",
+  fail(CD_STATUS_OUT_OF_RANGE, "indices: index %lld is out of range for axis %lld of size %lld",
        static_cast<long long>(index), static_cast<long long>(axis),
        static_cast<long long>(size));
 }

@@ -147,7 +147,8 @@ inline int64_t read_index(const char* p, bool is64) {
   return v;
 }
 
-// Throws Error(OUT_OF_RANGE) naming the index, the size and the axis.
+// Throws Error(OUT_OF_RANGE) naming the argument (`indices`), the index, the
+// size and the axis.
 [[noreturn]] void index_error(int64_t index, int64_t size, int64_t axis);
 
 // `index` normalized into [0, size) (negatives count from the end), or throws.

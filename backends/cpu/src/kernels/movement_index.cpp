@@ -1,9 +1,11 @@
 // Indexed data movement: gather (numpy.take), gather_elements
 // (numpy.take_along_axis), scatter (with reduction none|add|mul|max|min) and
 // embedding. Indices are int32 or int64 views with any strides; negative
-// indices count from the end. An index out of range is found while the work
-// runs: it throws Error(OUT_OF_RANGE) on the stream's worker, which the next
-// synchronization of the stream reports (the output is then unspecified).
+// indices count from the end. An index out of range is an error at the call
+// when the stream is idle (see check_indices_at_call); otherwise it is found
+// while the work runs: it throws Error(OUT_OF_RANGE) on the stream's worker,
+// which the next synchronization of the stream reports (the output is then
+// unspecified). Either way the message names the op, `indices` and the value.
 #include <algorithm>
 #include <type_traits>
 #include <utility>
@@ -135,6 +137,18 @@ void check_index_dtype(const HostTensor& idx, const char* what) {
   }
 }
 
+// The indices are host memory. When the stream is idle, everything ordered
+// before this launch has finished, so no queued work can still write them:
+// they are checked now and a bad one is an error at the call (as PyTorch
+// raises it on CPU). On a busy stream they may not be written yet; the
+// kernel checks them when it runs (and always does: the check here is a
+// courtesy, not the bounds check the kernel relies on).
+void check_indices_at_call(Stream& stream, const HostTensor& idx, int64_t size, int64_t axis) {
+  if (idx.numel == 0 || !stream.idle()) return;
+  check_live(idx, "input 1");
+  load_indices(idx, size, axis, 1);
+}
+
 void enqueue_gather(const cd_kernel_context* ctx) {
   check_context(ctx, 2, 2, 1, 1);
   std::shared_ptr<Stream> stream = kernel_stream(ctx);
@@ -158,6 +172,7 @@ void enqueue_gather(const cd_kernel_context* ctx) {
   if (p.data.shape[axis] == 0) {
     fail(CD_STATUS_OUT_OF_RANGE, "cannot gather along axis %zu of size 0", axis);
   }
+  check_indices_at_call(*stream, p.idx, p.data.shape[axis], p.axis);
   stream->enqueue("gather", [p = std::move(p)] { run_gather(p); });
 }
 
@@ -184,6 +199,7 @@ void enqueue_embedding(const cd_kernel_context* ctx) {
   if (p.out.numel == 0) return;
   if (p.data.shape[0] == 0) fail(CD_STATUS_OUT_OF_RANGE, "the weight has no rows");
   p.axis = 0;
+  check_indices_at_call(*stream, p.idx, p.data.shape[0], 0);
   stream->enqueue("embedding", [p = std::move(p)] { run_gather(p); });
 }
 
@@ -286,6 +302,7 @@ void enqueue_gather_elements(const cd_kernel_context* ctx) {
   check_elementwise_shapes(p.data, p.idx, p.axis, "indices");
   require_shape(p.out, p.idx.shape, "output 0");
   if (p.out.numel == 0) return;
+  check_indices_at_call(*stream, p.idx, p.data.shape[static_cast<size_t>(p.axis)], p.axis);
   stream->enqueue("gather_elements", [p = std::move(p)] { run_gather_elements(p); });
 }
 
@@ -598,6 +615,7 @@ void enqueue_scatter(const cd_kernel_context* ctx) {
          reduction.c_str());
   }
   if (p.out.numel == 0) return;
+  check_indices_at_call(*stream, p.idx, p.data.shape[static_cast<size_t>(p.axis)], p.axis);
   stream->enqueue("scatter", [p = std::move(p)] { run_scatter(p); });
 }
 

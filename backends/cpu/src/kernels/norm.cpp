@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "chipdock/support/attributes.h"
+#include "chipdock/support/checked_math.h"
 #include "reduce_common.h"
 
 namespace chipdock_cpu {

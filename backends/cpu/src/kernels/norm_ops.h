@@ -202,7 +202,10 @@ template <class T> void lrn_run(const NormPlan& p) {
   int64_t tile = std::max<int64_t>(16, 65536 / std::max<int64_t>(CH, 1));
   tile = std::min(tile, S);
   const int64_t ntiles = (S + tile - 1) / tile;
-  parallel_items(N * ntiles, N * CH * S * std::max<int64_t>(p.size, 1),
+  // Work: each output sums the window's channels, at most CH of them (a
+  // huge `size` must not overflow the estimate).
+  const int64_t window = std::min(std::max<int64_t>(p.size, 1), std::max<int64_t>(CH, 1));
+  parallel_items(N * ntiles, chipdock::support::checked_mul(N * CH * S, window).value_or(INT64_MAX),
                  [&](int64_t begin, int64_t end) {
     std::vector<C> xb(static_cast<size_t>(CH * tile)), sq(xb.size()), yb(static_cast<size_t>(tile));
     std::vector<int64_t> offs(static_cast<size_t>(tile));

@@ -20,10 +20,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "../error.h"
 #include "../stream.h"
+#include "chipdock/support/checked_math.h"
 #include "kernels.h"
 #include "linalg_common.h"
 #include "isa.h"
@@ -40,9 +42,24 @@ struct PoolShape : Window2d {
   bool ceil_mode = false, include_pad = false;
 };
 
-int64_t pool_out(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel, int64_t stride,
-                 int64_t dilation, bool ceil_mode) {
-  const int64_t span = in + pad_begin + pad_end - dilation * (kernel - 1) - 1;
+// Taps of one window that can reach the input: no more than the input has
+// (the loops skip the rest), so a work estimate never overflows.
+int64_t window_taps(const PoolShape& s) { return std::min(s.kh, s.H) * std::min(s.kw, s.W); }
+
+// The output size along one dim (0 when the window does not fit); nullopt
+// when the padded input or the dilated kernel overflows int64.
+std::optional<int64_t> pool_out(int64_t in, int64_t pad_begin, int64_t pad_end, int64_t kernel,
+                                int64_t stride, int64_t dilation, bool ceil_mode) {
+  using chipdock::support::checked_add;
+  using chipdock::support::checked_mul;
+  const std::optional<int64_t> pads = checked_add(pad_begin, pad_end);
+  const std::optional<int64_t> padded = pads ? checked_add(in, *pads) : std::nullopt;
+  const std::optional<int64_t> reach = checked_mul(dilation, kernel - 1);
+  // The loops also form window start + kernel: keep that in range too.
+  if (!padded || !reach || !checked_add(*padded, *reach + 1) || !checked_add(*padded, kernel)) {
+    return std::nullopt;
+  }
+  const int64_t span = *padded - *reach - 1;
   if (span < 0) return 0;
   int64_t out = (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
@@ -67,8 +84,15 @@ PoolShape read_pool(const cd_kernel_context* ctx, const HostTensor& x, const Hos
   s.W = x.shape[3];
   s.OH = out.shape[2];
   s.OW = out.shape[3];
-  const int64_t oh = pool_out(s.H, s.pt, s.pb, s.kh, s.sh, s.dh, s.ceil_mode);
-  const int64_t ow = pool_out(s.W, s.pl, s.pr, s.kw, s.sw, s.dw, s.ceil_mode);
+  const std::optional<int64_t> oh_size = pool_out(s.H, s.pt, s.pb, s.kh, s.sh, s.dh, s.ceil_mode);
+  const std::optional<int64_t> ow_size = pool_out(s.W, s.pl, s.pr, s.kw, s.sw, s.dw, s.ceil_mode);
+  if (!oh_size || !ow_size) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "%s x (%lld, %lld, %lld, %lld): the padded input or the dilated "
+         "kernel (%lld x %lld) overflows int64", dtype_name(x.dtype), static_cast<long long>(s.N),
+         static_cast<long long>(s.C), static_cast<long long>(s.H), static_cast<long long>(s.W),
+         static_cast<long long>(s.kh), static_cast<long long>(s.kw));
+  }
+  const int64_t oh = *oh_size, ow = *ow_size;
   if (out.shape[0] != s.N || out.shape[1] != s.C || s.OH != oh || s.OW != ow) {
     fail(CD_STATUS_INVALID_ARGUMENT, "output is (%lld, %lld, %lld, %lld); expected (%lld, %lld, "
          "%lld, %lld)", static_cast<long long>(out.shape[0]), static_cast<long long>(out.shape[1]),
@@ -170,7 +194,7 @@ void pool_channels_last(const PoolShape& s, const View& x, T* out, const std::ve
   const T* X = reinterpret_cast<const T*>(x.data);
   const int64_t sN = x.strides[0], sH = x.strides[2], sW = x.strides[3];
   const int64_t plane = s.OH * s.OW;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * s.C * s.kh * s.kw));
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * s.C * window_taps(s)));
   parallel_guarded(s.N * s.OH, grain, [&](int64_t begin, int64_t end) {
     // One output row, pixel-major (OW x C), stored channel by channel so
     // that the writes into the (N, C, OH, OW) output stay contiguous.
@@ -179,14 +203,19 @@ void pool_channels_last(const PoolShape& s, const View& x, T* out, const std::ve
       const int64_t n = row / s.OH, oh = row % s.OH;
       const int64_t hs = oh * s.sh - s.pt;
       std::fill(acc.begin(), acc.end(), pool_identity<T, kMax>());
+      // Only the taps inside the input (in window order): a window may be
+      // mostly padding, and padding contributes nothing.
+      int64_t r0, r1;
+      tap_range(hs, s.dh, s.H, s.kh, r0, r1);
       for (int64_t ow = 0; ow < s.OW; ++ow) {
         A* pixel = acc.data() + ow * s.C;
-        for (int64_t r = 0; r < s.kh; ++r) {
+        const int64_t ws = ow * s.sw - s.pl;
+        int64_t q0, q1;
+        tap_range(ws, s.dw, s.W, s.kw, q0, q1);
+        for (int64_t r = r0; r < r1; ++r) {
           const int64_t ih = hs + r * s.dh;
-          if (ih < 0 || ih >= s.H) continue;
-          for (int64_t q = 0; q < s.kw; ++q) {
-            const int64_t iw = ow * s.sw - s.pl + q * s.dw;
-            if (iw < 0 || iw >= s.W) continue;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t iw = ws + q * s.dw;
             accumulate_contiguous<T, A, kMax>(pixel, X + n * sN + ih * sH + iw * sW, s.C);
           }
         }
@@ -245,7 +274,7 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
   const T* X = reinterpret_cast<const T*>(x.data);
   const int64_t sN = x.strides[0], sC = x.strides[1], sH = x.strides[2], sW = x.strides[3];
   const int64_t rows = s.N * s.C * s.OH;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * s.kh * s.kw));
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.OW * window_taps(s)));
   // Per output column: the divisor's width factor (avg).
   std::vector<A> wcount(static_cast<size_t>(s.OW));
   if constexpr (!kMax) {
@@ -257,16 +286,21 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
       wcount[static_cast<size_t>(ow)] = static_cast<A>(cnt);
     }
   }
-  if (sC == 1 && s.C > 1 && s.kh * s.kw > 1) {
+  if (sC == 1 && s.C > 1 && (s.kh > 1 || s.kw > 1)) {
     pool_channels_last<T, kMax>(s, x, out, wcount);
     return;
   }
   // Strided windows over contiguous rows: each input row is first reduced
   // over the kw taps at every position (unit-stride loops that vectorize),
   // then each output reads one value per row instead of kw strided ones.
-  const bool by_row = sW == 1 && s.sw > 1 && s.kw > 1;
   const int64_t span = (s.OW - 1) * s.sw + 1;  // positions of the reduced row the outputs read
   const int64_t ext_len = std::max(span + (s.kw - 1) * s.dw, s.pl + s.W);
+  // ... unless the padded row is much longer than the input (huge padding
+  // or dilation): its buffer would be mostly padding.
+  const bool by_row = sW == 1 && s.sw > 1 && s.kw > 1 && ext_len <= 4 * (s.W + span);
+  // The taps q that reach the input for some output column, in order.
+  int64_t q0, q1;
+  tap_range((s.OW - 1) * s.sw - s.pl, s.dw, s.W + (s.OW - 1) * s.sw, s.kw, q0, q1);
   const A identity = pool_identity<T, kMax>();
   parallel_guarded(rows, grain, [&](int64_t begin, int64_t end) {
     std::vector<A> acc(static_cast<size_t>(s.OW));
@@ -276,15 +310,16 @@ void pool_loops(const PoolShape& s, const View& x, T* out) {
       const int64_t n = nc / s.C, c = nc % s.C;
       const T* plane = X + n * sN + c * sC;
       std::fill(acc.begin(), acc.end(), pool_identity<T, kMax>());
-      for (int64_t r = 0; r < s.kh; ++r) {
+      int64_t r0, r1;
+      tap_range(oh * s.sh - s.pt, s.dh, s.H, s.kh, r0, r1);
+      for (int64_t r = r0; r < r1; ++r) {
         const int64_t ih = oh * s.sh - s.pt + r * s.dh;
-        if (ih < 0 || ih >= s.H) continue;
         const T* in_row = plane + ih * sH;
         if (by_row) {
           reduce_row<T, A, kMax>(s, in_row, ext.data(), reduced.data(), span, acc.data());
           continue;
         }
-        for (int64_t q = 0; q < s.kw; ++q) {
+        for (int64_t q = q0; q < q1; ++q) {
           const int64_t off = q * s.dw - s.pl;
           int64_t b, e;
           tap_range(off, s.sw, s.W, s.OW, b, e);
@@ -345,7 +380,7 @@ std::shared_ptr<const PoolPrimitive> avg_pool_primitive(const PoolShape& s, cons
   if (s.include_pad && (pb_eff > s.pb || pr_eff > s.pr)) return nullptr;
   // A pool does about a quarter of a convolution's work per "flop" counted.
   const bool single = onednn::small_work(4.0 * static_cast<double>(s.N * s.C * s.OH * s.OW) *
-                                         static_cast<double>(s.kh * s.kw));
+                                         static_cast<double>(s.kh) * static_cast<double>(s.kw));
   onednn::ThreadScope threads(single);
   onednn::Key key("avgpool");
   key.add(static_cast<int64_t>(x.dtype)).add(x.shape).add(x.strides);
@@ -457,7 +492,15 @@ void enqueue_pool(const cd_kernel_context* ctx, bool is_max) {
   }
   const PoolShape s = read_pool(ctx, in, out, is_max);
   if (out.numel == 0) return;
-  std::shared_ptr<const PoolPrimitive> avg = plan_pool(s, in, is_max);
+  std::shared_ptr<const PoolPrimitive> avg;
+  try {
+    avg = plan_pool(s, in, is_max);
+  } catch (const std::exception& e) {  // oneDNN's own failures fall back to the loops inside
+    const auto* known = dynamic_cast<const Error*>(&e);
+    fail(known != nullptr ? known->code() : CD_STATUS_INTERNAL, "planning %s x (%lld, %lld, %lld, %lld) failed: %s",
+         dtype_name(in.dtype), static_cast<long long>(s.N), static_cast<long long>(s.C),
+         static_cast<long long>(s.H), static_cast<long long>(s.W), e.what());
+  }
   stream->enqueue(is_max ? "max_pool2d" : "avg_pool2d", [s, in = std::move(in), out = std::move(out), is_max, avg] {
     run_pool(s, in, out, is_max, avg.get());
   });

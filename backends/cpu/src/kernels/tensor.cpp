@@ -1,27 +1,17 @@
 // Tensor views (see tensor.h).
 #include "tensor.h"
 
+#include <optional>
 #include <utility>
 
 #include "../error.h"
+#include "chipdock/support/checked_math.h"
 
 namespace chipdock_cpu {
 namespace {
 
-int64_t checked_mul(int64_t a, int64_t b, const char* what) {
-  int64_t r = 0;
-  if (__builtin_mul_overflow(a, b, &r)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "%s: sizes overflow int64", what);
-  }
-  return r;
-}
-
-int64_t checked_add(int64_t a, int64_t b, const char* what) {
-  int64_t r = 0;
-  if (__builtin_add_overflow(a, b, &r)) {
-    fail(CD_STATUS_INVALID_ARGUMENT, "%s: sizes overflow int64", what);
-  }
-  return r;
+[[noreturn]] void size_overflow(const char* what) {
+  fail(CD_STATUS_INVALID_ARGUMENT, "%s: sizes overflow int64", what);
 }
 
 void check_header(const cd_tensor_view& v, int32_t device, const char* what) {
@@ -52,23 +42,24 @@ void check_header(const cd_tensor_view& v, int32_t device, const char* what) {
 // Resolves the bytes the view can reach: element offsets span [lo, hi]
 // around the origin (lo <= 0 with negative strides).
 void resolve_extent(const cd_tensor_view& v, ViewRef& t, const char* what) {
-  int64_t lo = 0, hi = 0;
-  for (int32_t i = 0; i < t.ndim; ++i) {
-    const int64_t span = checked_mul(t.shape[i] - 1, t.strides[i], what);
-    if (span < 0) {
-      lo = checked_add(lo, span, what);
-    } else {
-      hi = checked_add(hi, span, what);
-    }
-  }
+  using chipdock::support::checked_add;
+  using chipdock::support::checked_mul;
+  const std::optional<chipdock::support::ViewExtent> extent =
+      chipdock::support::checked_view_extent(t.shape, t.strides, static_cast<size_t>(t.ndim));
+  if (!extent) size_overflow(what);
+  const int64_t lo = extent->lo, hi = extent->hi;
   const int64_t item = static_cast<int64_t>(t.itemsize);
-  const int64_t first = checked_add(v.byte_offset, checked_mul(lo, item, what), what);
-  const int64_t count = checked_mul(checked_add(hi - lo, 1, what), item, what);
+  const std::optional<int64_t> lo_bytes = checked_mul(lo, item);
+  const std::optional<int64_t> first = lo_bytes ? checked_add(v.byte_offset, *lo_bytes) : std::nullopt;
+  const std::optional<int64_t> reach = chipdock::support::checked_sub(hi, lo);
+  const std::optional<int64_t> elements = reach ? checked_add(*reach, 1) : std::nullopt;
+  const std::optional<int64_t> count = elements ? checked_mul(*elements, item) : std::nullopt;
+  if (!first || !count) size_overflow(what);
   // Integer arithmetic on the device address: it may be a tagged (strict
   // mode) address that must not be turned into a host pointer here.
-  const uintptr_t start = reinterpret_cast<uintptr_t>(v.data) + static_cast<uintptr_t>(first);
+  const uintptr_t start = reinterpret_cast<uintptr_t>(v.data) + static_cast<uintptr_t>(*first);
   t.range = resolve_device_range(v.device, reinterpret_cast<const void*>(start),
-                                 static_cast<size_t>(count), what);
+                                 static_cast<size_t>(*count), what);
   t.origin = t.range.host - lo * item;
 }
 
@@ -102,14 +93,16 @@ ViewRef resolve_view_ref(const cd_tensor_view& v, int32_t device, const char* wh
   t.ndim = v.ndim;
   t.shape = v.shape;
   t.strides = v.strides;
-  t.numel = 1;
   for (int32_t i = 0; i < v.ndim; ++i) {
     if (t.shape[i] < 0) {
       fail(CD_STATUS_INVALID_ARGUMENT, "%s: shape[%d] = %lld is negative", what, i,
            static_cast<long long>(t.shape[i]));
     }
-    t.numel = checked_mul(t.numel, t.shape[i], what);
   }
+  const std::optional<int64_t> numel =
+      chipdock::support::checked_numel(t.shape, static_cast<size_t>(t.ndim));
+  if (!numel) size_overflow(what);
+  t.numel = *numel;
   if (t.numel != 0) resolve_extent(v, t, what);
   return t;
 }
