@@ -9,7 +9,7 @@ thread's stack and exits with status 1 instead of hanging.
     python core/tests/threaded_stress.py --threads 16 --seconds 60
 
 prints one JSON line: {"threads", "seconds", "iterations", "errors"}.
-core/tests/test_threads.py runs it for a bounded time in CI.
+core/tests/test_thread_safety.py runs it for a bounded time in CI.
 """
 
 from __future__ import annotations
