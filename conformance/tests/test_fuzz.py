@@ -71,7 +71,8 @@ def _attrs_have(call: dict[str, Any], test: Callable[[Any], bool]) -> bool:
 
 
 def _huge_attr(call: dict[str, Any]) -> bool:
-    return _attrs_have(call, lambda v: any(abs(i) >= 2**31 for i in _ints(v)))
+    return _attrs_have(call, lambda v: any(abs(i) >= 2**31 for i in _ints(v))
+                       or isinstance(v, float) and not abs(v) < 2**62)
 
 
 def _nan_attr(call: dict[str, Any]) -> bool:
@@ -109,13 +110,23 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = [
     ("F6 out-of-range indices found only at synchronize",
      lambda c, o: o.kind == "unclean" and "(asynchronous)" in o.detail and "out of range" in o.detail),
     ("F7/F12 shape-rule overflow: huge sizes or scales wrap (wrong shape, or an error naming `empty`)",
-     lambda c, o: (o.kind == "wrong" and "oracle refuses" in o.detail or o.kind == "unclean" and "] empty:" in o.detail)
-     and (_huge_attr(c) or c.get("op") == "resize")),
+     lambda c, o: (o.kind == "wrong" and "oracle refuses" in o.detail or o.kind == "unclean" and "] empty:" in o.detail
+                   or o.kind == "crash" and c.get("op") == "tile") and (_huge_attr(c) or c.get("op") == "resize")),
     ("F8 topk of a 0-d tensor accepted",
      lambda c, o: c.get("op") == "topk" and o.kind == "wrong" and c["inputs"][0]["shape"] == ()),
     ("F9 clip with a NaN bound", lambda c, o: c.get("op") == "clip" and o.kind == "wrong" and _nan_attr(c)),
     ("F13 a shape with a 0 and huge dims is accepted; NumPy refuses it in .numpy()",
      lambda c, o: o.kind == "unclean" and "array is too big" in o.detail),
+    ("F14 slice of a 0-d tensor accepted",
+     lambda c, o: c.get("op") == "slice" and o.kind == "wrong" and c["inputs"][0]["shape"] == ()),
+    ("F15 non-finite float attributes reach the kernels",
+     lambda c, o: o.kind == "wrong" and _attrs_have(c, lambda v: isinstance(v, float) and not math.isfinite(v))
+     or o.kind == "wrong" and _attrs_have(c, lambda v: isinstance(v, float) and abs(v) > 1e30)),
+    ("F16 transpose's error names permute",
+     lambda c, o: c.get("op") == "transpose" and o.kind == "unclean" and "] permute:" in o.detail),
+    ("F17 rank requirements checked only by the kernel (an empty input skips them)",
+     lambda c, o: o.kind == "wrong" and "oracle refuses" in o.detail and c.get("op") == "local_response_norm"
+     and 0 in c["inputs"][0]["shape"]),
     ("F10 indices not range-checked when the output is empty",
      lambda c, o: o.kind == "wrong" and "out of bounds" in o.detail and c.get("op") in ("embedding", "gather")),
 ]
@@ -167,6 +178,13 @@ KNOWN_REPROS = [
     ("F12", _op("tile", _arg((4,)), repeats=[2**62 + 1])),
     ("F12", _op("tile", _arg((4,)), repeats=[2**61])),
     ("F12", _op("pad", _arg((3,)), pads=[2**63 - 1, 2**63 - 1])),
+    ("F12", _op("tile", _arg((4, 1, 1, 4)), repeats=[2**62 + 1, 2, 3, 2])),  # SIGSEGV
+    ("F14", _op("slice", _arg(()), starts=[2**31 - 1], ends=[2**31 - 1])),
+    ("F15", _op("local_response_norm", _arg((2, 1, 3, 5), "bfloat16", seed=15562), size=5, alpha=1e300,
+                beta=-3.7919898906324097, bias=-math.inf)),
+    ("F16", _op("transpose", _arg((1, 2, 3), "int32"), perm=[1, -2, 1])),
+    ("F7", _op("arange", limit=1e300)),
+    ("F17", _op("local_response_norm", _arg((0,)), size=2)),
     ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
 ]
 
