@@ -127,6 +127,9 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = [
     ("F17 rank requirements checked only by the kernel (an empty input skips them)",
      lambda c, o: o.kind == "wrong" and "oracle refuses" in o.detail and c.get("op") == "local_response_norm"
      and 0 in c["inputs"][0]["shape"]),
+    ("F18 expand to a lower rank accepted",
+     lambda c, o: c.get("op") == "expand" and o.kind == "wrong" and len(c["attrs"].get("shape", ())) < len(
+         c["inputs"][0]["shape"])),
     ("F10 indices not range-checked when the output is empty",
      lambda c, o: o.kind == "wrong" and "out of bounds" in o.detail and c.get("op") in ("embedding", "gather")),
 ]
@@ -185,6 +188,7 @@ KNOWN_REPROS = [
     ("F16", _op("transpose", _arg((1, 2, 3), "int32"), perm=[1, -2, 1])),
     ("F7", _op("arange", limit=1e300)),
     ("F17", _op("local_response_norm", _arg((0,)), size=2)),
+    ("F18", _op("expand", _arg((3,), "float16"), shape=[])),
     ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
 ]
 

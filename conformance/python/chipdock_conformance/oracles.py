@@ -586,6 +586,8 @@ def group_norm(ins: list[np.ndarray], attrs: Attrs) -> Result:
     x = f64(ins[0])
     n, c = x.shape[:2]
     groups = attrs["num_groups"]
+    if x.size == 0:  # nothing to normalize (and no (N, groups) statistics to allocate)
+        return _one(x.copy(), np.zeros(x.shape))
     xg = x.reshape(n, groups, -1)
     y, mag = _normalized(xg, (2,), attrs.get("epsilon", 1e-5), False)
     g, b = _channel(ins[1], x.ndim), _channel(ins[2], x.ndim)
