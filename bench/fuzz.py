@@ -12,6 +12,7 @@ The quick profile of the same fuzzer runs in CI: conformance/tests/test_fuzz.py.
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 import time
 from collections import Counter
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu:0")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds before a call counts as a hang")
     p.add_argument("--show", type=int, default=3, help="repros printed per outcome")
+    p.add_argument("--save", default="", help="write every bad call and its outcome to this file (pickle)")
     args = p.parse_args(argv)
     ops = [o for o in args.ops.split(",") if o] or None
     tally = Tally(max_examples=10**9)
@@ -61,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         shown[key] += 1
         shown[out.kind] += 1
         print(f"\n--- {out.kind} {label(call)}: {out.detail[:400]}\n{repro(call, args.device)}")
+    if args.save:
+        with open(args.save, "wb") as f:
+            pickle.dump([(call, out.kind, out.detail) for call, out in tally.examples], f)
     return 1 if any(tally.counts.get(k) for k in BAD) else 0
 
 
