@@ -31,7 +31,39 @@
 #   (and CHIPDOCK_CCACHE is not OFF, and no launcher is set already): a
 #   rebuild of unchanged sources, in another build folder too, costs nothing.
 #
+# chipdock_sanitize(<target>...)
+#
+#   Builds the targets with the sanitizers named in the cache variable
+#   CHIPDOCK_SANITIZE (a comma- or semicolon-separated list: address,
+#   undefined, leak, thread; empty, the default, builds without). Compile and
+#   link flags alike, with frame pointers kept so reports have stacks.
+#   chipdock_add_backend() calls it on every backend, and the core's build on
+#   its own targets, so `-DCHIPDOCK_SANITIZE=address,undefined` builds the
+#   whole stack the same way. UBSan keeps going after a report; set
+#   UBSAN_OPTIONS=halt_on_error=1 to stop at the first (.ci/sanitize does).
+#
 # Needs CMake >= 3.17; include it through find_package(chipdock).
+
+set(CHIPDOCK_SANITIZE "" CACHE STRING
+    "Sanitizers to build with, e.g. address,undefined (empty: none)")
+
+function(chipdock_sanitize)
+  if(CHIPDOCK_SANITIZE STREQUAL "")
+    return()
+  endif()
+  string(REPLACE "," ";" _names "${CHIPDOCK_SANITIZE}")
+  foreach(_name IN LISTS _names)
+    if(NOT _name MATCHES "^(address|undefined|leak|thread)$")
+      message(FATAL_ERROR "CHIPDOCK_SANITIZE: unknown sanitizer '${_name}' "
+                          "(expected a list of address, undefined, leak, thread)")
+    endif()
+  endforeach()
+  list(JOIN _names "," _flag)
+  foreach(_target IN LISTS ARGN)
+    target_compile_options(${_target} PRIVATE "-fsanitize=${_flag}" -fno-omit-frame-pointer -g)
+    target_link_options(${_target} PRIVATE "-fsanitize=${_flag}")
+  endforeach()
+endfunction()
 
 function(_chipdock_json_value out value)
   if(value STREQUAL "")
@@ -94,6 +126,7 @@ function(chipdock_add_backend target)
 
   add_library(${target} MODULE ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE chipdock::device_api)
+  chipdock_sanitize(${target})
   set_target_properties(${target} PROPERTIES
     C_STANDARD 99
     C_STANDARD_REQUIRED ON

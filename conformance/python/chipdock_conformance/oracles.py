@@ -180,11 +180,15 @@ def clip(ins: list[np.ndarray], attrs: Attrs) -> Result:
         return _one(np.minimum(np.maximum(f64(x), lo), hi))  # min first; NaN stays NaN
     # integers: the clipped float result truncated toward zero (bounds inside the dtype)
     info = np.iinfo(x.dtype)
+
+    def bound(v: float) -> Any:  # inside the dtype (an infinite bound beyond it clips everything to the end)
+        return np.asarray(info.min if v <= info.min else info.max if v >= info.max else math.trunc(v), x.dtype)
+
     out = x.copy()
     if lo > -math.inf:
-        out = np.where(x < lo, np.asarray(int(np.clip(math.trunc(lo), info.min, info.max)), x.dtype), out)
+        out = np.where(x < lo, bound(lo), out)
     if hi < math.inf:
-        out = np.where(x > hi, np.asarray(int(np.clip(math.trunc(hi), info.min, info.max)), x.dtype), out)
+        out = np.where(x > hi, bound(hi), out)
     return _one(out.astype(x.dtype))
 
 
@@ -301,6 +305,8 @@ def _softmax(log: bool) -> Oracle:
             return _one(np.where(np.isfinite(x), v, np.nan), np.ones(()))
         axis = attrs.get("axis", -1) % x.ndim
         n = x.shape[axis]
+        if x.size == 0:  # nothing to normalize (max() of an empty axis has no identity)
+            return _one(x.copy(), np.zeros(x.shape))
         with np.errstate(all="ignore"):
             m = x.max(axis=axis, keepdims=True)
             d = x - m
@@ -580,6 +586,8 @@ def group_norm(ins: list[np.ndarray], attrs: Attrs) -> Result:
     x = f64(ins[0])
     n, c = x.shape[:2]
     groups = attrs["num_groups"]
+    if x.size == 0:  # nothing to normalize (and no (N, groups) statistics to allocate)
+        return _one(x.copy(), np.zeros(x.shape))
     xg = x.reshape(n, groups, -1)
     y, mag = _normalized(xg, (2,), attrs.get("epsilon", 1e-5), False)
     g, b = _channel(ins[1], x.ndim), _channel(ins[2], x.ndim)
@@ -612,6 +620,9 @@ def attention(ins: list[np.ndarray], attrs: Attrs) -> Result:
     if attrs.get("causal"):
         rows, cols = s.shape[-2:]
         s = np.where(np.arange(cols)[None, :] > np.arange(rows)[:, None], -np.inf, s)
+    if s.size == 0:  # no queries, or no keys: the weighted mean of no values is 0 / 0
+        out = np.full(q.shape[:-1] + v.shape[-1:], np.nan)
+        return _one(out, np.zeros(out.shape))
     with np.errstate(invalid="ignore"):
         e = np.exp(s - s.max(axis=-1, keepdims=True))
         p = e / e.sum(axis=-1, keepdims=True)
@@ -673,7 +684,10 @@ def gather(ins: list[np.ndarray], attrs: Attrs) -> Result:
 def gather_elements(ins: list[np.ndarray], attrs: Attrs) -> Result:
     data, idx = ins
     axis = attrs.get("axis", 0) % data.ndim
-    return _one(np.take_along_axis(data, np.where(idx < 0, idx + data.shape[axis], idx), axis=axis))
+    # indices may be smaller than the data in every dim (ONNX GatherElements), so no take_along_axis
+    coords = list(np.indices(idx.shape, sparse=True))
+    coords[axis] = np.where(idx < 0, idx + data.shape[axis], idx)
+    return _one(data[tuple(coords)])
 
 
 @oracle("scatter")
@@ -707,6 +721,8 @@ def embedding(ins: list[np.ndarray], attrs: Attrs) -> Result:
 @oracle("pad")
 def pad(ins: list[np.ndarray], attrs: Attrs) -> Result:
     x, pads = ins[0], attrs["pads"]
+    if x.ndim == 0:  # nothing to pad (np.pad refuses the empty pad_width of a 0-d array)
+        return _one(_wide(x))
     widths = [(pads[i], pads[i + x.ndim]) for i in range(x.ndim)]
     mode = attrs.get("mode", "constant")
     if mode == "constant":
@@ -718,15 +734,23 @@ def pad(ins: list[np.ndarray], attrs: Attrs) -> Result:
 
 @oracle("tile")
 def tile(ins: list[np.ndarray], attrs: Attrs) -> Result:
-    return _one(np.tile(ins[0], tuple(attrs["repeats"])))
+    x, reps = ins[0], tuple(attrs["repeats"])
+    shape = tuple(int(s) * int(r) for s, r in zip(x.shape, reps, strict=False))
+    if len(reps) == x.ndim and 0 in shape:  # empty: np.tile would still build its intermediate
+        return _one(np.zeros(shape, x.dtype))
+    return _one(np.tile(x, reps))
 
 
 @oracle("resize")
 def resize(ins: list[np.ndarray], attrs: Attrs) -> Result:
     x = f64(ins[0])
     _, _, h, w = x.shape
-    oh, ow = attrs["sizes"]
-    sh, sw = attrs.get("scales") or (oh / h, ow / w)  # H'/H and W'/W, as the kernel receives them
+    if attrs.get("sizes"):
+        oh, ow = attrs["sizes"]
+        sh, sw = attrs.get("scales") or (oh / h, ow / w)  # H'/H and W'/W, as the kernel receives them
+    else:  # by scales: floor(H * scale), as the shape rule computes it
+        sh, sw = attrs["scales"]
+        oh, ow = math.floor(h * sh), math.floor(w * sw)
     if attrs.get("mode", "nearest") == "nearest":
         hi = np.minimum(np.floor(np.arange(oh) / sh).astype(int), h - 1)
         wi = np.minimum(np.floor(np.arange(ow) / sw).astype(int), w - 1)
