@@ -100,39 +100,8 @@ def _odd_index_item(call: dict[str, Any]) -> bool:
 
 # (finding, predicate on the call and its outcome): a bad outcome that matches is the known defect.
 KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = [
-    ("F1 as_strided accepts views outside the storage",
-     lambda c, o: c["kind"] == "as_strided" and o.kind == "wrong" and "outside its" in o.detail),
-    ("F2 ints outside int64 give a bare pybind11 cast error",
-     lambda c, o: o.kind == "unclean" and "pybind11" in o.detail and _outside_int64(c)),
-    ("F3 Tensor indexing: bools, floats, strings, zero steps, nested tuples",
-     lambda c, o: o.kind in ("wrong", "unclean") and _odd_index_item(c)),
-    ("F3 Tensor indexing: a step whose stride * step leaves int64 gives a pybind11 cast error",
-     lambda c, o: c["kind"] == "getitem" and o.kind == "unclean" and "pybind11" in o.detail),
-    ("F3 Tensor indexing: views of empty tensors refused by as_strided",
-     lambda c, o: o.kind == "unclean" and _empty_input(c) and "as_strided: the view touches" in o.detail),
-    ("F5 out of memory for an output names memory_allocate, not the op (or surfaces asynchronously)",
-     lambda c, o: o.kind == "unclean" and ("memory_allocate: out of memory" in o.detail
-                                           or "(asynchronous): out of host memory" in o.detail)),
-    ("F6 out-of-range indices found only at synchronize",
-     lambda c, o: o.kind == "unclean" and "(asynchronous)" in o.detail and "out of range" in o.detail),
-    ("F7/F12 shape-rule overflow: huge sizes or scales wrap (wrong shape, or an error naming `empty`)",
-     lambda c, o: (o.kind == "wrong" and "oracle refuses" in o.detail or o.kind == "unclean" and "] empty:" in o.detail
-                   or o.kind == "crash" and c.get("op") == "tile")
-     and (_huge_attr(c) or c.get("op") in ("resize", "arange"))),
-    ("F8 topk of a 0-d tensor accepted",
-     lambda c, o: c.get("op") == "topk" and o.kind == "wrong" and c["inputs"][0]["shape"] == ()),
-    ("F9 clip with a NaN bound", lambda c, o: c.get("op") == "clip" and o.kind == "wrong" and _nan_attr(c)),
     ("F13 a shape with a 0 and huge dims is accepted; NumPy refuses it in .numpy()",
      lambda c, o: o.kind == "unclean" and "array is too big" in o.detail),
-    ("F14 slice of a 0-d tensor accepted",
-     lambda c, o: c.get("op") == "slice" and o.kind == "wrong" and c["inputs"][0]["shape"] == ()),
-    ("F15 non-finite float attributes reach the kernels",
-     lambda c, o: o.kind == "wrong" and _extreme_float_attr(c)),
-    ("F16 transpose's error names permute",
-     lambda c, o: c.get("op") == "transpose" and o.kind == "unclean" and "] permute:" in o.detail),
-    ("F17 rank requirements checked only by the kernel (an empty input skips them)",
-     lambda c, o: o.kind == "wrong" and "oracle refuses" in o.detail and c.get("op") == "local_response_norm"
-     and 0 in c["inputs"][0]["shape"]),
     ("F18 expand: not NumPy's rules (lower rank, bidirectional broadcast), errors naming as_strided",
      lambda c, o: c.get("op") == "expand" and (o.kind == "wrong" and "oracle refuses" in o.detail
                                                or o.kind == "unclean" and "] as_strided:" in o.detail)),
@@ -174,8 +143,9 @@ def _strided(shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> d
     return {"kind": "as_strided", "arg": _arg((2,)), "shape": shape, "strides": strides, "offset": offset}
 
 
-# One exact repro per finding; each must end ok or clean once the finding is fixed.
-KNOWN_REPROS = [
+# One exact repro per finding of the issue-21 fuzz run. The fixed ones stay as regression cases: each must
+# end ok or clean.
+FIXED_REPROS = [
     ("F1", _strided((), (), 2**62 + 1)),
     ("F1", _strided((2**62 + 1,), (4,), 0)),
     ("F1", _strided((2**31,), (2**31,), 1)),
@@ -196,7 +166,6 @@ KNOWN_REPROS = [
     ("F7", _op("resize", _arg((1, 1, 2, 2)), scales=[1e300, 1.0])),
     ("F8", _op("topk", _arg((), "int8"), k=0, axis=0)),
     ("F9", _op("clip", _arg((1,)), min=0.03, max=math.nan)),
-    ("F10", _op("embedding", _arg((0, 0), "uint8"), _arg((), "int32", index_bound=0))),
     ("F12", _op("tile", _arg((4,)), repeats=[2**62 + 1])),
     ("F12", _op("tile", _arg((4,)), repeats=[2**61])),
     ("F12", _op("pad", _arg((3,)), pads=[2**63 - 1, 2**63 - 1])),
@@ -207,17 +176,29 @@ KNOWN_REPROS = [
     ("F16", _op("transpose", _arg((1, 2, 3), "int32"), perm=[1, -2, 1])),
     ("F7", _op("arange", limit=1e300)),
     ("F17", _op("local_response_norm", _arg((0,)), size=2)),
-    ("F18", _op("expand", _arg((3,), "float16"), shape=[])),
-    ("F18", _op("expand", _arg((4,), "uint8"), shape=[3, 1])),
     ("F18", _op("expand", _arg((1,), "int64"), shape=[-2])),
     ("F7", _op("arange", start=1.0, limit=3.62, delta=1e-300)),
+    ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
+]
+
+# Still open: xfail(strict=True), so a fix makes the case XPASS and fail until it moves to FIXED_REPROS.
+KNOWN_REPROS = [
+    ("F10", _op("embedding", _arg((0, 0), "uint8"), _arg((), "int32", index_bound=0))),
+    ("F18", _op("expand", _arg((3,), "float16"), shape=[])),
+    ("F18", _op("expand", _arg((4,), "uint8"), shape=[3, 1])),
     ("F19", _op("split", _arg((0,)), num=2**40)),
     ("F19", _op("split", _arg((0,)), num=2**62)),
     ("F13", _op("expand", _arg((1, 1)), shape=[2**31, 2**31 - 1])),
     ("F22", _op("clip", _arg((1, 2), "int32", seed=280), min=-6.103515625e-05, max=-3.949800964076573)),
     ("F21", _op("clip", _arg((2,), special=True), max=0.0)),
-    ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
 ]
+
+
+@pytest.mark.parametrize(("finding", "call"),
+                         [pytest.param(f, c, id=f"{f}-{i}") for i, (f, c) in enumerate(FIXED_REPROS)])
+def test_fixed_defect_stays_fixed(fuzzer: Fuzzer, finding: str, call: dict[str, Any]) -> None:
+    out = fuzzer.run(call)
+    assert out.kind in ("ok", "clean"), f"{finding}: {out.kind}: {out.detail}\n{repro(call)}"
 
 
 @pytest.mark.parametrize(

@@ -599,6 +599,9 @@ def group_norm(ins: list[np.ndarray], attrs: Attrs) -> Result:
 def local_response_norm(ins: list[np.ndarray], attrs: Attrs) -> Result:
     x = f64(ins[0])
     size, alpha, beta, bias = attrs["size"], attrs.get("alpha", 1e-4), attrs.get("beta", 0.75), attrs.get("bias", 1.0)
+    if ins[0].dtype != np.float64:  # float attributes act in the compute type, float32 (as torch's do): 1e300 is inf
+        with np.errstate(over="ignore"):
+            beta, bias = float(np.float32(beta)), float(np.float32(bias))
     c = x.shape[1]
     sq = x * x
     s = np.zeros_like(x)
@@ -830,6 +833,8 @@ def argsort(ins: list[np.ndarray], attrs: Attrs) -> Result:
 def topk(ins: list[np.ndarray], attrs: Attrs) -> Result:
     """Sorted results only (unsorted order is unspecified; the suite asks sorted=True)."""
     x = ins[0]
+    if x.ndim == 0:  # a 0-d input is its own top-1 (k = 1, 0-d outputs), at index 0
+        return Result([_wide(x), np.zeros((), np.int64)])
     axis = attrs.get("axis", -1) % x.ndim
     order = _stable_order(x, axis, bool(attrs.get("largest", True)))
     idx = np.take(order, np.arange(attrs["k"]), axis=axis)

@@ -246,6 +246,15 @@ template <class T> void lrn_run(const NormPlan& p) {
         } else if (p.beta == 0.5) {
 #pragma omp simd
           for (int64_t j = 0; j < w; ++j) y[j] = xc[j] / std::sqrt(k + scale * y[j]);
+        } else if (k > 0) {
+          // (k + s)^-beta = k^-beta * exp(-beta * log1p(s / k)): log1p keeps a
+          // sum far below k that k + s would round away, which a large beta
+          // turns into the whole result ((1 + 1e-14)^1e300 is inf, not 1).
+          const C kpow = std::pow(k, nbeta);
+          for (int64_t j = 0; j < w; ++j) {
+            const C l = std::log1p(scale * y[j] / k);
+            y[j] = xc[j] * (l == 0 ? kpow : kpow * std::exp(nbeta * l));  // an infinite beta times log 1 is 1, not NaN
+          }
         } else {
           for (int64_t j = 0; j < w; ++j) y[j] = xc[j] * std::pow(k + scale * y[j], nbeta);
         }
