@@ -78,6 +78,97 @@ def test_exact_class_fails_one_flipped_bit_and_passes_the_right_answer():
     assert precision.judge("add", "float32", [signed_zero], want).status == "fail"
 
 
+# --- the zero sign on ties (opset.yaml: zero_sign_on_ties: unspecified) ------------------------
+
+def _flip_zeros(x: np.ndarray, where: np.ndarray) -> np.ndarray:
+    out = x.copy()
+    out[where & (out == 0)] *= -1  # +0 <-> -0
+    return out
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["minimum", "maximum"])
+def test_either_zero_passes_only_where_the_operands_were_plus_and_minus_zero(op, name):
+    a = metrics.round_to(np.array([-0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -0.0, 1.0]), name)
+    b = metrics.round_to(np.array([0.0, -0.0, -0.0, 0.0, 1.0, -1.0, -1.0, -0.0]), name)
+    want = _oracle(op, [a, b])
+    right = metrics.round_to(want.values[0], name)
+    tie = np.arange(8) < 2
+    assert want.zero_ties[0].tolist() == tie.tolist()
+    assert precision.judge(op, name, [right], want).status == "pass"
+    assert precision.judge(op, name, [_flip_zeros(right, tie)], want).status == "pass"  # PyTorch's zero
+    for i in np.flatnonzero(~tie & (right == 0)):  # -0 vs -0, +0 vs +0, min(-0., 1.), max(0., -1.) ...
+        one = np.arange(8) == i
+        res = precision.judge(op, name, [_flip_zeros(right, one)], want)
+        assert res.status == "fail" and res.metrics["mismatches"] == 1, (op, i)
+
+
+def test_clip_accepts_either_zero_only_where_it_compared_plus_and_minus_zero():
+    x = np.array([-0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -2.0, 3.0], np.float32)
+    cases = [  # (min, max, the elements that are ties)
+        (-np.inf, 0.0, [True, False, True, False, True, False, False, False]),  # x vs max = +0
+        (0.0, np.inf, [True, False, True, False, True, False, False, False]),  # x vs min = +0
+        (-0.0, 5.0, [False, True, False, True, False, True, False, False]),  # x vs min = -0
+        (0.0, -0.0, [True] * 7 + [False]),  # min(max(x, +0), -0): ties with -0 unless 3 (min(3, -0))
+        (-1.0, 1.0, [False] * 8),  # nothing compared with a zero of the other sign
+    ]
+    for lo, hi, tie in cases:
+        want = _oracle("clip", [x], {"min": lo, "max": hi})
+        right = want.values[0].astype(np.float32)
+        tie = np.array(tie)
+        assert want.zero_ties[0].tolist() == tie.tolist(), (lo, hi)
+        assert precision.judge("clip", "float32", [right], want).status == "pass"
+        assert precision.judge("clip", "float32", [_flip_zeros(right, tie)], want).status == "pass"
+        if (~tie & (right == 0)).any():
+            assert precision.judge("clip", "float32", [_flip_zeros(right, ~tie)], want).status == "fail", (lo, hi)
+    # the example: clip(-0., max=0.) may be -0 (PyTorch) or +0 (NumPy); clip(-0., max=1.) is -0
+    want = _oracle("clip", [np.array([-0.0, -0.0], np.float32)], {"max": 0.0})
+    assert precision.judge("clip", "float32", [np.array([-0.0, 0.0], np.float32)], want).status == "pass"
+    want = _oracle("clip", [np.array([-0.0], np.float32)], {"max": 1.0})
+    assert precision.judge("clip", "float32", [np.array([0.0], np.float32)], want).status == "fail"
+    # a bound is compared as the dtype holds it: -1e-38 is -0 in float16, so +0 vs it is a tie ...
+    want = _oracle("clip", [np.array([0.0, 0.0], np.float16)], {"max": -1.1754943508222875e-38})
+    assert precision.judge("clip", "float16", [np.array([0.0, -0.0], np.float16)], want).status == "pass"
+    # ... but not in float32, where it is a negative number: the result is that number
+    want = _oracle("clip", [np.array([0.0], np.float32)], {"max": -1.1754943508222875e-38})
+    assert precision.judge("clip", "float32", [np.array([0.0], np.float32)], want).status == "fail"
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+def test_reductions_accept_either_zero_only_over_plus_and_minus_zero(op):
+    x = np.array([[-0.0, 0.0, -0.0], [-0.0, -0.0, 1.0], [0.0, 0.0, 1.0], [-0.0, 0.0, -2.0]], np.float32)
+    if op == "max":
+        x = -x
+    want = _oracle(op, [x], {"axes": [1]})
+    right = want.values[0].astype(np.float32)
+    assert want.zero_ties[0].tolist() == [True, False, False, False]
+    assert precision.judge(op, "float32", [_flip_zeros(right, np.array([True, False, False, False]))],
+                           want).status == "pass"
+    for i in (1, 2):  # only one zero sign among the elements: that sign
+        res = precision.judge(op, "float32", [_flip_zeros(right, np.arange(4) == i)], want)
+        assert res.status == "fail", i
+
+
+def test_the_zero_sign_allowance_is_the_specs_not_the_oracles():
+    a, b = np.array([-0.0], np.float32), np.array([0.0], np.float32)
+    want = _oracle("add", [a, b])  # -0 + +0 is +0, always
+    want.zero_ties = [np.array([True])]  # an oracle cannot widen an op the spec keeps exact
+    assert precision.judge("add", "float32", [np.array([-0.0], np.float32)], want).status == "fail"
+    spec = precision._spec()["ops"]
+    free = {n for n, op in spec.items() if (op.get("precision") or {}).get("zero_sign_on_ties") == "unspecified"}
+    assert free == {"minimum", "maximum", "min", "max", "clip"}
+
+
+def test_clip_with_min_above_max_gives_max_for_integers_too():
+    # F22: NumPy and PyTorch compute min(max(x, min), max); -4 below min -6.1e-05 took min, then max
+    x = np.array([[0, -4], [7, -100]], np.int32)
+    want = _oracle("clip", [x], {"min": -6.103515625e-05, "max": -3.949800964076573})
+    assert want.values[0].tolist() == [[-3, -3], [-3, -3]]
+    assert np.trunc(np.clip(x, -6.103515625e-05, -3.949800964076573)).astype(np.int32).tolist() == [[-3, -3]] * 2
+    want = _oracle("clip", [np.array([-5, 0, 5], np.int8)], {"min": 1.0, "max": -1.0})
+    assert want.values[0].tolist() == [-1, -1, -1]
+
+
 def test_integer_outputs_are_exact_even_in_the_tolerance_class():
     x = np.array([[100, 100, 100]], np.int8)
     want = _oracle("sum", [x], {"axes": [1]})

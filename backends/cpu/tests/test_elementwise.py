@@ -313,6 +313,20 @@ def test_clip_float_keeps_nan_and_applies_min_first():
     assert_bits(launch("clip", [x], "float32", {"min": 2.0, "max": 1.0}), np.array([np.nan, 1, 1, 1], np.float32))
 
 
+@pytest.mark.parametrize("name", NUMERIC)
+def test_clip_with_min_above_max_gives_max_everywhere(name):
+    # min(max(x, min), max), as NumPy and PyTorch: the spec's rule (F22); for integers with float
+    # bounds, the float result truncated toward zero
+    x = sample(name)
+    for lo, hi in ((1.0, -1.0), (2.75, 1.25), (-6.103515625e-05, -3.949800964076573)):
+        if name == "uint8" and hi < 0:
+            continue
+        want = np.clip(x.astype(np.float64), lo, hi)  # NaN stays NaN
+        want = want.astype(x.dtype) if name in FLOAT else np.trunc(want).astype(x.dtype)
+        assert np.unique(want.astype(np.float64)[~np.isnan(x.astype(np.float64))]).size == 1  # max everywhere
+        assert_bits(launch("clip", [x], name, {"min": lo, "max": hi}), want)
+
+
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("op", ["eq", "ne", "lt", "le", "gt", "ge"])
 def test_compare(op, name):

@@ -14,6 +14,11 @@ square root of their count; see ``Result``). The judge measures errors in
 units of ``eps_out * |oracle| + eps_acc * magnitude`` (opset.yaml,
 ``precision_tables.tolerance``).
 
+Ops whose spec says ``zero_sign_on_ties: unspecified`` (min, max, clip) also
+return, per output element, whether the values the op compared there were
+equal zeros of both signs (``Result.zero_ties``): only there may the sign of a
+zero result differ from the oracle's.
+
 ``ORACLES`` maps op names to functions; an op of the spec without one is
 reported by the precision suite as a failing case, never skipped.
 """
@@ -27,17 +32,19 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import FLOATS
+from .metrics import FLOATS, round_to
 
 Attrs = dict[str, Any]
 
 
 @dataclass
 class Result:
-    """Outputs of an oracle; ``magnitude`` (same shapes) for the tolerance class."""
+    """Outputs of an oracle; ``magnitude`` (same shapes) for the tolerance class; ``zero_ties`` (same
+    shapes, bool) where the compared values were +0 and -0, for ops whose zero sign is then unspecified."""
 
     values: list[np.ndarray]
     magnitude: list[np.ndarray] | None = None
+    zero_ties: list[np.ndarray] | None = None
 
 
 Oracle = Callable[[list[np.ndarray], Attrs], Result]
@@ -69,6 +76,12 @@ def _one(v: Any, mag: Any = None) -> Result:
     return Result([np.asarray(v)], None if mag is None else [np.asarray(mag, np.float64)])
 
 
+def _opposite_zeros(a: Any, b: Any) -> np.ndarray:
+    """Per element (broadcast): a and b are zeros of opposite signs, +0 vs -0 (they compare equal)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a == 0) & (b == 0) & (np.signbit(a) != np.signbit(b))
+
+
 # ----------------------------------------------------------------- elementwise
 
 def _int_binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -93,7 +106,10 @@ def _binary(op: str) -> Oracle:
         with np.errstate(all="ignore"):
             fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
                   "maximum": np.maximum, "minimum": np.minimum}[op]
-            return _one(fn(x, y))
+            out = _one(fn(x, y))
+        if op in ("maximum", "minimum"):
+            out.zero_ties = [_opposite_zeros(x, y)]
+        return out
     return run
 
 
@@ -177,18 +193,30 @@ def clip(ins: list[np.ndarray], attrs: Attrs) -> Result:
     lo, hi = float(attrs.get("min", -math.inf)), float(attrs.get("max", math.inf))
     x = ins[0]
     if is_float(x):
-        return _one(np.minimum(np.maximum(f64(x), lo), hi))  # min first; NaN stays NaN
+        # min(max(x, min), max): min first, so min > max gives max everywhere; NaN stays NaN
+        low = np.maximum(f64(x), lo)
+        out = _one(np.minimum(low, hi))
+        # a tie in either comparison: x vs min, then (x or min, whichever sign was taken) vs max; the
+        # kernels compare with the bounds as T holds them (a tiny bound may round to a zero): same
+        # values, only the zero signs can differ
+        lo_t, hi_t = (float(round_to(np.float64(v), x.dtype.name)) for v in (lo, hi))
+        first = _opposite_zeros(x, lo_t)
+        low_t = np.maximum(f64(x), lo_t)
+        second = (low_t == 0) & (hi_t == 0) & (first | (np.signbit(low_t) != (math.copysign(1.0, hi_t) < 0)))
+        out.zero_ties = [first | second]
+        return out
     # integers: the clipped float result truncated toward zero (bounds inside the dtype)
     info = np.iinfo(x.dtype)
 
     def bound(v: float) -> Any:  # inside the dtype (an infinite bound beyond it clips everything to the end)
         return np.asarray(info.min if v <= info.min else info.max if v >= info.max else math.trunc(v), x.dtype)
 
-    out = x.copy()
-    if lo > -math.inf:
-        out = np.where(x < lo, bound(lo), out)
+    # the same two steps on the exact values: below min takes min, then whatever exceeds max takes max
+    below = x < lo if lo > -math.inf else np.zeros(x.shape, bool)
+    out = np.where(below, bound(lo), x)
     if hi < math.inf:
-        out = np.where(x > hi, bound(hi), out)
+        above = np.where(below, lo > hi, x > hi)
+        out = np.where(above, bound(hi), out)
     return _one(out.astype(x.dtype))
 
 
@@ -256,7 +284,12 @@ def _reduce(op: str) -> Oracle:
         x = f64(a)
         with np.errstate(all="ignore"):
             if op in ("max", "min"):
-                return _one((np.max if op == "max" else np.min)(x, axis=ax, keepdims=keep))
+                out = _one((np.max if op == "max" else np.min)(x, axis=ax, keepdims=keep))
+                # a zero extreme over elements holding both +0 and -0: some comparison tied them
+                zero, neg = x == 0, np.signbit(x)
+                both = (np.any(zero & neg, axis=ax, keepdims=keep) & np.any(zero & ~neg, axis=ax, keepdims=keep))
+                out.zero_ties = [np.asarray(both & (out.values[0] == 0))]
+                return out
             if op == "prod":
                 v = np.prod(x, axis=ax, keepdims=keep)
                 return _one(v, np.abs(v) * (n + 2))

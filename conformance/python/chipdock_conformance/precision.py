@@ -12,7 +12,9 @@ subnormals, large magnitudes). A case:
    rounded inputs and the same memory layouts;
 3. computes the float64 oracle (``oracles.ORACLES``) from those inputs;
 4. judges by the op's precision class (opset.yaml, ``precision``):
-   ``exact`` bit for bit against the oracle rounded once (NaN matches NaN);
+   ``exact`` bit for bit against the oracle rounded once (NaN matches NaN;
+   with ``zero_sign_on_ties: unspecified``, a zero of either sign where the
+   op compared +0 with -0, as the oracle's ``zero_ties`` marks);
    ``ulp`` within ``ulp[dtype]`` units of the correctly rounded result;
    ``tolerance`` with the error in units of ``eps_out*|oracle| +
    eps_acc*magnitude`` (``precision_tables.tolerance``) no larger than
@@ -236,6 +238,8 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
         if kind == "exact":
             w = round_to(o, out_dtype) if out_dtype in FLOATS else np.asarray(o).astype(g.dtype)
             bad = bit_mismatch(g, w)
+            if out_dtype in FLOATS:
+                bad &= ~_free_zero_sign(prec, want, k, g, w)
             tol: dict[str, Any] = {"class": "exact"}
             source = f"opset.yaml: {op_name}.precision.class" if cls == "exact" else "integer outputs are exact"
             e = errors(g, np.asarray(o).astype(np.float64) if out_dtype in FLOATS else w.astype(np.float64),
@@ -277,6 +281,16 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
         if not ok:
             failures.append(f"output {k} ({out_dtype}): {detail}")
     return CaseResult("fail" if failures else "pass", "; ".join(failures), metrics)
+
+
+def _free_zero_sign(prec: dict[str, Any], want: Result, k: int, got: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Where a zero of the other sign is accepted: only for an op whose spec leaves the zero sign
+    unspecified on ties (``zero_sign_on_ties: unspecified``), only where the oracle says the compared
+    values were +0 and -0, and only when both results are zeros."""
+    if prec.get("zero_sign_on_ties") != "unspecified" or want.zero_ties is None:
+        return np.zeros(got.shape, bool)
+    g, w = got.astype(np.float64), wanted.astype(np.float64)
+    return np.asarray(want.zero_ties[k], bool) & (g == 0) & (w == 0)
 
 
 def _merge(metrics: dict[str, Any], e: dict[str, Any], tol: dict[str, Any], source: str) -> None:
