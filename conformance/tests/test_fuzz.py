@@ -105,13 +105,6 @@ KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = [
     ("F18 expand: not NumPy's rules (lower rank, bidirectional broadcast), errors naming as_strided",
      lambda c, o: c.get("op") == "expand" and (o.kind == "wrong" and "oracle refuses" in o.detail
                                                or o.kind == "unclean" and "] as_strided:" in o.detail)),
-    ("F21 signed zeros: min, max and clip give the other zero than NumPy",
-     lambda c, o: c.get("op") in ("min", "max", "clip") and o.kind == "wrong" and "differ bit for bit" in o.detail
-     and (any(isinstance(a, dict) and a.get("special") for a in c["inputs"])
-          or _attrs_have(c, lambda v: isinstance(v, float) and v == 0))),
-    ("F22 clip with min > max", lambda c, o: c.get("op") == "clip" and o.kind == "wrong"
-     and isinstance(c["attrs"].get("min"), float) and isinstance(c["attrs"].get("max"), float)
-     and c["attrs"]["min"] > c["attrs"]["max"]),
     ("ORACLE conv_transpose2d's oracle builds the uncropped output (undecided, not a chipdock defect)",
      lambda c, o: c.get("op") == "conv_transpose2d" and o.kind == "wrong"
      and "oracle refuses: MemoryError" in o.detail),
@@ -179,6 +172,8 @@ FIXED_REPROS = [
     ("F18", _op("expand", _arg((1,), "int64"), shape=[-2])),
     ("F7", _op("arange", start=1.0, limit=3.62, delta=1e-300)),
     ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
+    ("F22", _op("clip", _arg((1, 2), "int32", seed=280), min=-6.103515625e-05, max=-3.949800964076573)),
+    ("F21", _op("clip", _arg((2,), special=True), max=0.0)),
 ]
 
 # Still open: xfail(strict=True), so a fix makes the case XPASS and fail until it moves to FIXED_REPROS.
@@ -189,8 +184,6 @@ KNOWN_REPROS = [
     ("F19", _op("split", _arg((0,)), num=2**40)),
     ("F19", _op("split", _arg((0,)), num=2**62)),
     ("F13", _op("expand", _arg((1, 1)), shape=[2**31, 2**31 - 1])),
-    ("F22", _op("clip", _arg((1, 2), "int32", seed=280), min=-6.103515625e-05, max=-3.949800964076573)),
-    ("F21", _op("clip", _arg((2,), special=True), max=0.0)),
 ]
 
 
