@@ -300,6 +300,30 @@ DispatchResult run_on_cpu_reference(const OpSpec& op, std::vector<std::vector<Te
   return result;
 }
 
+// An index into an axis of size 0 is out of range whatever its value, so a
+// non-empty index tensor there is refused from the shapes alone (no device
+// read), also when the output is empty and no kernel would run to find it
+// (embedding of a (0, n) weight). Runs after the rule, which has checked
+// and normalized the axis attribute.
+void check_indices_into_empty_axes(const OpSpec& op, const ShapeContext& ctx) {
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const ArgSpec& arg = op.inputs[i];
+    if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) continue;
+    size_t target = 0;
+    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
+    if (!ctx.has(target)) continue;
+    const Shape& shape = ctx.shape(target);
+    const auto ndim = static_cast<int64_t>(shape.size());
+    int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
+    if (axis < 0) axis += ndim;
+    if (axis < 0 || axis >= ndim || shape[axis] != 0) continue;  // a bad axis is the rule's to report
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", op.name,
+                arg.name + ": every index is out of range for axis " + std::to_string(axis) + " of size 0 of " +
+                    arg.indexes_input + " " + describe_shape(shape) + " (" + arg.name + " has " +
+                    std::to_string(ctx.in(i).numel()) + " elements)");
+  }
+}
+
 }  // namespace
 
 DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> inputs, const std::vector<Attribute>& given,
@@ -321,12 +345,14 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
       ShapeContext check(op, inputs, attrs);
       std::vector<std::vector<Tensor>> original = inputs;
       op.rule(check);
+      check_indices_into_empty_axes(op, check);
       return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
                                   denied ? "the op is denied on " + dev.type() : "no kernel");
     }
   }
   ShapeContext ctx(op, inputs, attrs);
   op.rule(ctx);
+  check_indices_into_empty_axes(op, ctx);
   DispatchResult result;
   result.outputs.reserve(std::max<size_t>(ctx.output_shapes.size(), 1));
   if (ctx.view_result) {

@@ -428,9 +428,26 @@ void rule_transpose(ShapeContext& c) {
   c.view_result = c.in(0).permute(perm);
 }
 
+// One-way broadcast (NumPy's broadcast_to): x's dims, aligned from the
+// right, each equal the target's or are 1; the target never has fewer dims.
+// Two-way broadcasting (ONNX Expand) computes the target before calling.
 void rule_expand(ShapeContext& c) {
-  Shape out = c.broadcast(c.shape(0), c.get_ints("shape"), "shape");
-  c.view_result = expand_view(c.in(0), out);
+  const Shape& x = c.shape(0);
+  const Shape& target = c.get_ints("shape");
+  if (target.size() < x.size()) {
+    c.fail("shape", describe_shape(target) + " has fewer dims than x's shape " + describe_shape(x));
+  }
+  const size_t lead = target.size() - x.size();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != 1 && x[i] != target[lead + i]) {
+      c.fail("shape", "x's shape " + describe_shape(x) + " does not expand to " + describe_shape(target) +
+                          " (dim " + std::to_string(i) + " of size " + std::to_string(x[i]) +
+                          " is not 1 and differs from " + std::to_string(target[lead + i]) + ")");
+    }
+  }
+  // A stride-0 view holds no memory, but a reader or a host copy sees all of it: its bytes must fit (as NumPy's).
+  shape_nbytes(target, c.in(0).dtype(), c.op.name.c_str());
+  c.view_result = expand_view(c.in(0), target);
 }
 
 void rule_slice(ShapeContext& c) {
@@ -497,6 +514,12 @@ void rule_split(ShapeContext& c) {
   const int64_t num = c.get_int("num"), dim = x[axis];
   if (sizes.empty()) {
     if (num <= 0) c.fail("sizes", "give sizes or num");
+    // More pieces than elements only happen for an empty dim (0 divides into any num): bounded before the
+    // outputs are made, so a huge num is an error, not an allocation of num outputs.
+    if (num > std::max<int64_t>(dim, 1)) {
+      c.fail("num", std::to_string(num) + " pieces for dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                        " (at most max(size, 1))");
+    }
     if (dim % num != 0) c.fail("num", std::to_string(num) + " does not divide dim " + std::to_string(axis) + " of size " + std::to_string(dim));
     sizes.assign(num, dim / num);
   } else {
