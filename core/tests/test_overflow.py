@@ -234,6 +234,20 @@ def test_an_index_into_an_empty_axis_is_refused_at_the_call(call, message):
         call()
 
 
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((1, 0), np.float16)), chipdock.tensor(np.array([[0, 1]], np.int64))),
+     r"embedding: indices: index 1 is out of range for axis 0 of size 1$"),
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((3, 0), np.float32)), chipdock.tensor(np.array(-4, np.int32))),
+     r"embedding: indices: index -4 is out of range for axis 0 of size 3$"),
+    (lambda: ops.gather(chipdock.tensor(np.zeros((2, 0), np.float32)), chipdock.tensor(np.array([2], np.int64))),
+     r"gather: indices: index 2 is out of range for axis 0 of size 2$"),
+])
+def test_indices_are_checked_when_the_output_is_empty(call, message):
+    # F10: no kernel runs for an empty output, so the core reads the indices itself.
+    with pytest.raises(chipdock.OutOfRangeError, match=r"^\[core\] " + message):
+        call()
+
+
 def test_no_index_into_an_empty_axis_is_fine():
     empty = chipdock.tensor(np.zeros((0,), np.int64))
     assert ops.embedding(chipdock.tensor(np.zeros((0, 3), np.float32)), empty).shape == (0, 3)
@@ -241,6 +255,9 @@ def test_no_index_into_an_empty_axis_is_fine():
     # An empty axis that is not the indexed one: the kernel runs on real indices.
     got = ops.gather(chipdock.tensor(np.zeros((0, 2), np.float32)), chipdock.tensor(np.array([1], np.int64)), axis=1)
     assert got.shape == (0, 1)
+    # In-range indices with an empty output: accepted (negatives count from the end).
+    weight = chipdock.tensor(np.zeros((3, 0), np.float32))
+    assert ops.embedding(weight, chipdock.tensor(np.array([[0, 2, -3]], np.int32))).shape == (1, 3, 0)
 
 
 def test_split_of_an_empty_dim_is_one_piece_at_most():
