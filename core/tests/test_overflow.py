@@ -76,8 +76,9 @@ REPROS: dict[str, tuple[str, str, str]] = {
                              "InvalidArgumentError", r"^\[core\] expand: shape \(2305843009213693953,\) of float32 "
                                                      r"takes more than 2\^63 bytes$"),
     "broadcast_view_bytes_2d": ("ops.expand(chipdock.tensor(np.zeros((1, 1), np.float32)), shape=[2**31, 2**31 - 1])",
-                                "InvalidArgumentError", r"^\[core\] expand: shape \(2147483648, 2147483647\) of float32 "
-                                                        r"takes more than 2\^63 bytes$"),
+                                "InvalidArgumentError",
+                                r"^\[core\] expand: shape \(2147483648, 2147483647\) of float32 "
+                                r"takes more than 2\^63 bytes$"),
     "as_strided_bytes": ("chipdock.tensor([1.0]).as_strided((2**62,), (0,), 0)",
                          "InvalidArgumentError", r"^\[core\] as_strided: shape .* takes more than 2\^63 bytes$"),
     "split_num": ("ops.split(chipdock.tensor(np.zeros((0,), np.float32)), num=2**40)",
@@ -235,7 +236,8 @@ def test_an_index_into_an_empty_axis_is_refused_at_the_call(call, message):
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: ops.embedding(chipdock.tensor(np.zeros((1, 0), np.float16)), chipdock.tensor(np.array([[0, 1]], np.int64))),
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((1, 0), np.float16)),
+                           chipdock.tensor(np.array([[0, 1]], np.int64))),
      r"embedding: indices: index 1 is out of range for axis 0 of size 1$"),
     (lambda: ops.embedding(chipdock.tensor(np.zeros((3, 0), np.float32)), chipdock.tensor(np.array(-4, np.int32))),
      r"embedding: indices: index -4 is out of range for axis 0 of size 3$"),
