@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -632,7 +633,11 @@ void rule_arange(ShapeContext& c) {
   if (delta == 0.0 || !std::isfinite(delta)) c.fail("delta", "must be finite and non-zero");
   if (!std::isfinite(start) || !std::isfinite(limit)) c.fail("limit", "start and limit must be finite");
   const double count = std::ceil((limit - start) / delta);
-  if (!(count < 9223372036854775808.0)) c.fail("limit", "(limit - start) / delta = " + std::to_string(count) + " elements overflows int64");
+  if (!(count < 9223372036854775808.0)) {
+    char text[32];  // %g: std::to_string would print all 300 digits of 1e300
+    std::snprintf(text, sizeof text, "%.6g", count);
+    c.fail("limit", std::string("(limit - start) / delta = ") + text + " elements overflows int64");
+  }
   c.output_shapes = {{count > 0 ? static_cast<int64_t>(count) : 0}};
 }
 
