@@ -300,6 +300,69 @@ DispatchResult run_on_cpu_reference(const OpSpec& op, std::vector<std::vector<Te
   return result;
 }
 
+// An index into an axis of size 0 is out of range whatever its value, so a
+// non-empty index tensor there is refused from the shapes alone (no device
+// read), also when the output is empty and no kernel would run to find it
+// (embedding of a (0, n) weight). Runs after the rule, which has checked
+// and normalized the axis attribute.
+void check_indices_into_empty_axes(const OpSpec& op, const ShapeContext& ctx) {
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const ArgSpec& arg = op.inputs[i];
+    if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) continue;
+    size_t target = 0;
+    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
+    if (!ctx.has(target)) continue;
+    const Shape& shape = ctx.shape(target);
+    const auto ndim = static_cast<int64_t>(shape.size());
+    int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
+    if (axis < 0) axis += ndim;
+    if (axis < 0 || axis >= ndim || shape[axis] != 0) continue;  // a bad axis is the rule's to report
+    throw Error(CD_STATUS_OUT_OF_RANGE, "core", op.name,
+                arg.name + ": every index is out of range for axis " + std::to_string(axis) + " of size 0 of " +
+                    arg.indexes_input + " " + describe_shape(shape) + " (" + arg.name + " has " +
+                    std::to_string(ctx.in(i).numel()) + " elements)");
+  }
+}
+
+// When every output is empty no kernel runs, so nothing would check the
+// index values (embedding of a (5, 0) weight): the core reads them (a
+// blocking copy, which drops the GIL) and refuses the first out of range.
+// Only this degenerate call pays for the read; a launched kernel checks its
+// own indices.
+void check_indices_without_a_kernel(const OpSpec& op, const ShapeContext& ctx) {
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    const ArgSpec& arg = op.inputs[i];
+    if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) continue;
+    size_t target = 0;
+    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
+    if (!ctx.has(target)) continue;
+    const Shape& shape = ctx.shape(target);
+    const auto ndim = static_cast<int64_t>(shape.size());
+    int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
+    if (axis < 0) axis += ndim;
+    if (axis < 0 || axis >= ndim) continue;
+    const Tensor indices = ctx.in(i).contiguous();
+    const cd_dtype_t dt = indices.dtype();
+    if (dt != CD_DTYPE_INT32 && dt != CD_DTYPE_INT64) continue;  // the spec's index types
+    std::vector<int64_t> values(static_cast<size_t>(indices.numel()));
+    if (dt == CD_DTYPE_INT64) {
+      indices.copy_to_host(values.data(), indices.nbytes());
+    } else {
+      std::vector<int32_t> narrow(values.size());
+      indices.copy_to_host(narrow.data(), indices.nbytes());
+      std::copy(narrow.begin(), narrow.end(), values.begin());
+    }
+    const int64_t size = shape[axis];
+    for (int64_t v : values) {
+      if (v < -size || v >= size) {
+        throw Error(CD_STATUS_OUT_OF_RANGE, "core", op.name,
+                    arg.name + ": index " + std::to_string(v) + " is out of range for axis " + std::to_string(axis) +
+                        " of size " + std::to_string(size));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> inputs, const std::vector<Attribute>& given,
@@ -321,12 +384,14 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
       ShapeContext check(op, inputs, attrs);
       std::vector<std::vector<Tensor>> original = inputs;
       op.rule(check);
+      check_indices_into_empty_axes(op, check);
       return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
                                   denied ? "the op is denied on " + dev.type() : "no kernel");
     }
   }
   ShapeContext ctx(op, inputs, attrs);
   op.rule(ctx);
+  check_indices_into_empty_axes(op, ctx);
   DispatchResult result;
   result.outputs.reserve(std::max<size_t>(ctx.output_shapes.size(), 1));
   if (ctx.view_result) {
@@ -361,6 +426,7 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   // empty inputs (a sum over a zero-size axis fills its output with 0).
   const bool all_empty =
       std::all_of(result.outputs.begin(), result.outputs.end(), [](const Tensor& t) { return t.numel() == 0; });
+  if (all_empty) check_indices_without_a_kernel(op, ctx);
   if (!all_empty) {
     std::vector<Attribute> ordered;
     ordered.reserve(op.attributes.size());

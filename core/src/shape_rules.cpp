@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <set>
 
@@ -428,9 +429,26 @@ void rule_transpose(ShapeContext& c) {
   c.view_result = c.in(0).permute(perm);
 }
 
+// One-way broadcast (NumPy's broadcast_to): x's dims, aligned from the
+// right, each equal the target's or are 1; the target never has fewer dims.
+// Two-way broadcasting (ONNX Expand) computes the target before calling.
 void rule_expand(ShapeContext& c) {
-  Shape out = c.broadcast(c.shape(0), c.get_ints("shape"), "shape");
-  c.view_result = expand_view(c.in(0), out);
+  const Shape& x = c.shape(0);
+  const Shape& target = c.get_ints("shape");
+  if (target.size() < x.size()) {
+    c.fail("shape", describe_shape(target) + " has fewer dims than x's shape " + describe_shape(x));
+  }
+  const size_t lead = target.size() - x.size();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (x[i] != 1 && x[i] != target[lead + i]) {
+      c.fail("shape", "x's shape " + describe_shape(x) + " does not expand to " + describe_shape(target) +
+                          " (dim " + std::to_string(i) + " of size " + std::to_string(x[i]) +
+                          " is not 1 and differs from " + std::to_string(target[lead + i]) + ")");
+    }
+  }
+  // A stride-0 view holds no memory, but a reader or a host copy sees all of it: its bytes must fit (as NumPy's).
+  shape_nbytes(target, c.in(0).dtype(), c.op.name.c_str());
+  c.view_result = expand_view(c.in(0), target);
 }
 
 void rule_slice(ShapeContext& c) {
@@ -497,6 +515,12 @@ void rule_split(ShapeContext& c) {
   const int64_t num = c.get_int("num"), dim = x[axis];
   if (sizes.empty()) {
     if (num <= 0) c.fail("sizes", "give sizes or num");
+    // More pieces than elements only happen for an empty dim (0 divides into any num): bounded before the
+    // outputs are made, so a huge num is an error, not an allocation of num outputs.
+    if (num > std::max<int64_t>(dim, 1)) {
+      c.fail("num", std::to_string(num) + " pieces for dim " + std::to_string(axis) + " of size " + std::to_string(dim) +
+                        " (at most max(size, 1))");
+    }
     if (dim % num != 0) c.fail("num", std::to_string(num) + " does not divide dim " + std::to_string(axis) + " of size " + std::to_string(dim));
     sizes.assign(num, dim / num);
   } else {
@@ -609,7 +633,11 @@ void rule_arange(ShapeContext& c) {
   if (delta == 0.0 || !std::isfinite(delta)) c.fail("delta", "must be finite and non-zero");
   if (!std::isfinite(start) || !std::isfinite(limit)) c.fail("limit", "start and limit must be finite");
   const double count = std::ceil((limit - start) / delta);
-  if (!(count < 9223372036854775808.0)) c.fail("limit", "(limit - start) / delta = " + std::to_string(count) + " elements overflows int64");
+  if (!(count < 9223372036854775808.0)) {
+    char text[32];  // %g: std::to_string would print all 300 digits of 1e300
+    std::snprintf(text, sizeof text, "%.6g", count);
+    c.fail("limit", std::string("(limit - start) / delta = ") + text + " elements overflows int64");
+  }
   c.output_shapes = {{count > 0 ? static_cast<int64_t>(count) : 0}};
 }
 

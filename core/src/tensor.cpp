@@ -265,6 +265,9 @@ Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, int64_t offs
                 "the view touches bytes [" + std::to_string(span.lo) + ", " + std::to_string(span.hi) +
                     ") of a " + std::to_string(storage_->nbytes()) + "-byte storage");
   }
+  // Its logical bytes must fit int64 too, even when strides of 0 make it hold none (as NumPy's): readers and
+  // host copies see all of them.
+  shape_nbytes(shape, dtype_, "as_strided");
   return Tensor(storage_, shape, strides, offset, dtype_);
 }
 

@@ -71,9 +71,24 @@ REPROS: dict[str, tuple[str, str, str]] = {
                 "InvalidArgumentError", r"^\[core\] reshape: shape: .*overflows int64$"),
     "full": ("ops.full(shape=[2**62, 4])",
              "InvalidArgumentError", r"^\[core\] full: shape: .*more than 2\^63 elements$"),
-    "nbytes_of_a_broadcast_view": ("ops.expand(chipdock.tensor([1.0]), shape=[2**61 + 1]).nbytes",
-                                   "InvalidArgumentError", r"^\[core\] Tensor.nbytes: .*more than 2\^63 bytes$"),
-    "matmul_output": ("ops.matmul(ops.expand(one, shape=[2**62, 1]), ops.expand(one, shape=[1, 2**62]))",
+    # F13 addendum: a broadcast view is counted whole (NumPy refuses arrays above 2^63 bytes).
+    "broadcast_view_bytes": ("ops.expand(chipdock.tensor([1.0]), shape=[2**61 + 1])",
+                             "InvalidArgumentError", r"^\[core\] expand: shape \(2305843009213693953,\) of float32 "
+                                                     r"takes more than 2\^63 bytes$"),
+    "broadcast_view_bytes_2d": ("ops.expand(chipdock.tensor(np.zeros((1, 1), np.float32)), shape=[2**31, 2**31 - 1])",
+                                "InvalidArgumentError",
+                                r"^\[core\] expand: shape \(2147483648, 2147483647\) of float32 "
+                                r"takes more than 2\^63 bytes$"),
+    "as_strided_bytes": ("chipdock.tensor([1.0]).as_strided((2**62,), (0,), 0)",
+                         "InvalidArgumentError", r"^\[core\] as_strided: shape .* takes more than 2\^63 bytes$"),
+    "split_num": ("ops.split(chipdock.tensor(np.zeros((0,), np.float32)), num=2**40)",
+                  "InvalidArgumentError", r"^\[core\] split: num: 1099511627776 pieces for dim 0 of size 0"),
+    "split_num_vector_max": ("ops.split(chipdock.tensor(np.zeros((0,), np.float32)), num=2**62)",
+                             "InvalidArgumentError", r"^\[core\] split: num: 4611686018427387904 pieces"),
+    "arange_tiny_delta": ("ops.arange(start=1.0, limit=3.62, delta=1e-300)",
+                          "InvalidArgumentError", r"^\[core\] arange: limit: \(limit - start\) / delta = 2\.62e\+300 "
+                                                  r"elements overflows int64$"),
+    "matmul_output": ("ops.matmul(ops.expand(one, shape=[2**60, 1]), ops.expand(one, shape=[1, 2**60]))",
                       "InvalidArgumentError", r"^\[core\] matmul: shape .* has more than 2\^63 elements$"),
 }
 
@@ -85,7 +100,7 @@ CHILD = textwrap.dedent("""
     x4 = chipdock.tensor(np.ones((1, 1, 4, 4), np.float32))
     w3 = chipdock.tensor(np.ones((1, 1, 3, 3), np.float32))
     one = chipdock.tensor([[1.0]])
-    huge = ops.expand(chipdock.tensor([1.0]), shape=[2**62])  # a stride-0 view: no memory
+    huge = ops.expand(chipdock.tensor(np.ones(1, np.int8)), shape=[2**62])  # a stride-0 view: no memory
     for name, source in json.loads(sys.argv[1]).items():
         try:
             eval(source)
@@ -171,6 +186,91 @@ def test_expand_refuses_a_negative_dim():
     with pytest.raises(chipdock.InvalidArgumentError,
                        match=r"^\[core\] expand: shape: entry 0: -1 is below the minimum 0"):
         ops.expand(chipdock.tensor([1.0]), shape=[-1, 1])
+
+
+@pytest.mark.parametrize(("shape", "target", "message"), [
+    ((3,), [], r"shape: \(\) has fewer dims than x's shape \(3,\)"),  # F18: NumPy's broadcast_to refuses it
+    ((4,), [3, 1], r"shape: x's shape \(4,\) does not expand to \(3, 1\) \(dim 0 of size 4 is not 1"),  # not two-way
+    ((2, 3), [2, 1], r"shape: x's shape \(2, 3\) does not expand to \(2, 1\)"),
+    ((2, 1), [3, 5], r"shape: x's shape \(2, 1\) does not expand to \(3, 5\) \(dim 0 of size 2"),
+])
+def test_expand_follows_numpy_broadcast_to(shape, target, message):
+    x = chipdock.tensor(np.zeros(shape, np.float32))
+    with pytest.raises(ValueError, match=r"NumPy|broadcast"):
+        np.broadcast_to(np.zeros(shape), target)  # the rule it follows
+    with pytest.raises(chipdock.InvalidArgumentError, match=r"^\[core\] expand: " + message):
+        ops.expand(x, shape=target)
+    assert x.numpy().shape == shape  # the input is untouched
+
+
+@pytest.mark.parametrize(("shape", "target"), [
+    ((1,), [0]), ((3,), [2, 3]), ((2, 1), [4, 2, 5]), ((), [2, 2]), ((0, 1), [3, 0, 2]), ((1, 1), [2**31, 2**30]),
+])
+def test_expand_accepts_what_broadcast_to_accepts(shape, target):
+    a = np.arange(int(np.prod(shape)), dtype=np.int8).reshape(shape)
+    got = ops.expand(chipdock.tensor(a), shape=target)
+    assert got.shape == tuple(target)
+    if np.prod(target) < 1000:
+        np.testing.assert_array_equal(got.numpy(), np.broadcast_to(a, target))
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((0, 0), np.uint8)), chipdock.tensor(np.array(0, np.int32))),
+     r"embedding: indices: every index is out of range for axis 0 of size 0 of weight \(0, 0\) "
+     r"\(indices has 1 elements\)"),
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((0, 3), np.float32)), chipdock.tensor(np.zeros((2, 1), np.int64))),
+     r"embedding: indices: every index is out of range for axis 0 of size 0"),
+    (lambda: ops.gather(chipdock.tensor(np.zeros((2, 0), np.float32)), chipdock.tensor(np.array([5], np.int64)),
+                        axis=-1),
+     r"gather: indices: every index is out of range for axis 1 of size 0 of data \(2, 0\)"),
+    (lambda: ops.gather_elements(chipdock.tensor(np.zeros((0, 2), np.float32)),
+                                 chipdock.tensor(np.zeros((1, 2), np.int64)), axis=0),
+     r"gather_elements: indices: every index is out of range for axis 0 of size 0"),
+    (lambda: ops.scatter(chipdock.tensor(np.zeros((2, 0), np.float32)), chipdock.tensor(np.zeros((2, 1), np.int64)),
+                         chipdock.tensor(np.zeros((2, 1), np.float32)), axis=1),
+     r"scatter: indices: every index is out of range for axis 1 of size 0"),
+])
+def test_an_index_into_an_empty_axis_is_refused_at_the_call(call, message):
+    # F10: no index is in range, whatever its value; the shapes say so before any kernel (or none) runs.
+    with pytest.raises(chipdock.OutOfRangeError, match=r"^\[core\] " + message):
+        call()
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((1, 0), np.float16)),
+                           chipdock.tensor(np.array([[0, 1]], np.int64))),
+     r"embedding: indices: index 1 is out of range for axis 0 of size 1$"),
+    (lambda: ops.embedding(chipdock.tensor(np.zeros((3, 0), np.float32)), chipdock.tensor(np.array(-4, np.int32))),
+     r"embedding: indices: index -4 is out of range for axis 0 of size 3$"),
+    (lambda: ops.gather(chipdock.tensor(np.zeros((2, 0), np.float32)), chipdock.tensor(np.array([2], np.int64))),
+     r"gather: indices: index 2 is out of range for axis 0 of size 2$"),
+])
+def test_indices_are_checked_when_the_output_is_empty(call, message):
+    # F10: no kernel runs for an empty output, so the core reads the indices itself.
+    with pytest.raises(chipdock.OutOfRangeError, match=r"^\[core\] " + message):
+        call()
+
+
+def test_no_index_into_an_empty_axis_is_fine():
+    empty = chipdock.tensor(np.zeros((0,), np.int64))
+    assert ops.embedding(chipdock.tensor(np.zeros((0, 3), np.float32)), empty).shape == (0, 3)
+    assert ops.gather(chipdock.tensor(np.zeros((2, 0), np.float32)), empty, axis=1).shape == (2, 0)
+    # An empty axis that is not the indexed one: the kernel runs on real indices.
+    got = ops.gather(chipdock.tensor(np.zeros((0, 2), np.float32)), chipdock.tensor(np.array([1], np.int64)), axis=1)
+    assert got.shape == (0, 1)
+    # In-range indices with an empty output: accepted (negatives count from the end).
+    weight = chipdock.tensor(np.zeros((3, 0), np.float32))
+    assert ops.embedding(weight, chipdock.tensor(np.array([[0, 2, -3]], np.int32))).shape == (1, 3, 0)
+
+
+def test_split_of_an_empty_dim_is_one_piece_at_most():
+    x = chipdock.tensor(np.zeros((0, 2), np.float32))
+    assert [p.shape for p in ops.split(x, num=1)] == [(0, 2)]
+    assert [p.shape for p in ops.split(x, axis=1, num=2)] == [(0, 1), (0, 1)]
+    assert [p.shape for p in ops.split(x, sizes=[0, 0, 0])] == [(0, 2)] * 3  # explicit sizes say how many
+    with pytest.raises(chipdock.InvalidArgumentError, match=r"^\[core\] split: num: 2 pieces for dim 0 of size 0 "
+                                                            r"\(at most max\(size, 1\)\)"):
+        ops.split(x, num=2)
 
 
 def test_windows_at_the_edge_of_the_ranges_still_work():
