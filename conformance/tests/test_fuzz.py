@@ -2,9 +2,8 @@
 hypothesis from a fixed seed and run in a worker process (chipdock_conformance.fuzz).
 
 Fails on any crash, hang, wrong result or unclean error, except those matching a known open
-defect in KNOWN (each one an entry of the issue-21 fuzz findings, with its exact repro in
-KNOWN_REPROS as an xfail(strict=True) case: when the fix lands the case XPASSes and fails, and
-the entry is removed from both lists). The long profile is bench/fuzz.py.
+defect in KNOWN (none now). The repro of every finding fixed so far stays in FIXED_REPROS and must
+end ok or clean. The long profile is bench/fuzz.py.
 
 CHIPDOCK_FUZZ_EXAMPLES scales the number of batches of up to 20 calls: per op (default 6), and 25 times
 that for indexing.
@@ -42,78 +41,12 @@ def fuzzer() -> Iterator[Fuzzer]:
         yield f
 
 
-# ------------------------------------------------------------------ known open defects
+# ------------------------------------------------------------------ known and fixed defects
 
-def _ints(value: Any) -> Iterator[int]:
-    if isinstance(value, bool):
-        return
-    if isinstance(value, int):
-        yield value
-    elif isinstance(value, list | tuple):
-        for v in value:
-            yield from _ints(v)
-    elif isinstance(value, slice):
-        yield from _ints([value.start, value.stop, value.step])
-
-
-def _outside_int64(call: dict[str, Any]) -> bool:
-    where = call.get("attrs", {}).values() if call["kind"] == "op" else [call.get("index")]
-    return any(not -(2**63) <= v < 2**63 for v in _ints(list(where)))
-
-
-def _items(call: dict[str, Any]) -> tuple[Any, ...]:
-    index = call.get("index")
-    return index if isinstance(index, tuple) else (index,)
-
-
-def _attrs_have(call: dict[str, Any], test: Callable[[Any], bool]) -> bool:
-    return call["kind"] == "op" and any(test(v) for v in call["attrs"].values())
-
-
-def _huge_attr(call: dict[str, Any]) -> bool:
-    return _attrs_have(call, lambda v: any(abs(i) >= 2**30 for i in _ints(v))
-                       or isinstance(v, float) and not abs(v) < 2**62)
-
-
-def _extreme_float_attr(call: dict[str, Any]) -> bool:
-    return _attrs_have(call, lambda v: isinstance(v, float) and (not math.isfinite(v) or abs(v) > 1e30
-                                                                 or 0 < abs(v) < 1e-30))
-
-
-def _nan_attr(call: dict[str, Any]) -> bool:
-    return _attrs_have(call, lambda v: isinstance(v, float) and math.isnan(v))
-
-
-def _empty_input(call: dict[str, Any]) -> bool:
-    return call["kind"] == "getitem" and 0 in call["arg"]["shape"]
-
-
-def _odd_index_item(call: dict[str, Any]) -> bool:
-    """Bools, floats, strings, NumPy bools, a zero step or a nested tuple (F3)."""
-    import numpy as np
-
-    def odd(i: Any) -> bool:
-        return (isinstance(i, bool | float | str | tuple | complex | np.bool_)
-                or isinstance(i, slice) and i.step == 0)
-    return call["kind"] == "getitem" and any(odd(i) for i in _items(call))
-
-
-# (finding, predicate on the call and its outcome): a bad outcome that matches is the known defect.
-KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = [
-    ("F13 a shape with a 0 and huge dims is accepted; NumPy refuses it in .numpy()",
-     lambda c, o: o.kind == "unclean" and "array is too big" in o.detail),
-    ("F18 expand: not NumPy's rules (lower rank, bidirectional broadcast), errors naming as_strided",
-     lambda c, o: c.get("op") == "expand" and (o.kind == "wrong" and "oracle refuses" in o.detail
-                                               or o.kind == "unclean" and "] as_strided:" in o.detail)),
-    ("ORACLE conv_transpose2d's oracle builds the uncropped output (undecided, not a chipdock defect)",
-     lambda c, o: c.get("op") == "conv_transpose2d" and o.kind == "wrong"
-     and "oracle refuses: MemoryError" in o.detail),
-    ("F19 split of an empty dim into a huge num: std::bad_alloc / std::vector length errors",
-     lambda c, o: c.get("op") == "split" and o.kind == "unclean" and ("bad_alloc" in o.detail
-                                                                       or "std::vector" in o.detail)),
-    ("F10 indices not range-checked when the output is empty",
-     lambda c, o: o.kind == "wrong" and "out of bounds" in o.detail and c.get("op") in ("embedding", "gather")),
-]
+# (finding, predicate on the call and its outcome): a bad outcome that matches is a known open defect.
+# Empty: every finding of the issue-21 fuzz run is fixed, and its repro is in FIXED_REPROS. A new finding
+# gets an entry here and an xfail(strict=True) repro until it is fixed, never a looser checker.
+KNOWN: list[tuple[str, Callable[[dict[str, Any], Outcome], bool]]] = []
 
 
 def known(call: dict[str, Any], outcome: Outcome) -> str | None:
@@ -174,10 +107,6 @@ FIXED_REPROS = [
     ("F13", _op("tile", _arg((0, 0, 1)), repeats=[2**31 - 1, 2**31 - 1, 2**62])),
     ("F22", _op("clip", _arg((1, 2), "int32", seed=280), min=-6.103515625e-05, max=-3.949800964076573)),
     ("F21", _op("clip", _arg((2,), special=True), max=0.0)),
-]
-
-# Still open: xfail(strict=True), so a fix makes the case XPASS and fail until it moves to FIXED_REPROS.
-KNOWN_REPROS = [
     ("F10", _op("embedding", _arg((0, 0), "uint8"), _arg((), "int32", index_bound=0))),
     ("F18", _op("expand", _arg((3,), "float16"), shape=[])),
     ("F18", _op("expand", _arg((4,), "uint8"), shape=[3, 1])),
@@ -186,19 +115,12 @@ KNOWN_REPROS = [
     ("F13", _op("expand", _arg((1, 1)), shape=[2**31, 2**31 - 1])),
 ]
 
+# Still open: xfail(strict=True), so a fix makes the case XPASS and fail until it moves to FIXED_REPROS.
+
 
 @pytest.mark.parametrize(("finding", "call"),
                          [pytest.param(f, c, id=f"{f}-{i}") for i, (f, c) in enumerate(FIXED_REPROS)])
 def test_fixed_defect_stays_fixed(fuzzer: Fuzzer, finding: str, call: dict[str, Any]) -> None:
-    out = fuzzer.run(call)
-    assert out.kind in ("ok", "clean"), f"{finding}: {out.kind}: {out.detail}\n{repro(call)}"
-
-
-@pytest.mark.parametrize(
-    ("finding", "call"),
-    [pytest.param(f, c, marks=pytest.mark.xfail(strict=True, reason=f"issue 21 fuzz finding {f}"),
-                  id=f"{f}-{i}") for i, (f, c) in enumerate(KNOWN_REPROS)])
-def test_known_defect(fuzzer: Fuzzer, finding: str, call: dict[str, Any]) -> None:
     out = fuzzer.run(call)
     assert out.kind in ("ok", "clean"), f"{finding}: {out.kind}: {out.detail}\n{repro(call)}"
 

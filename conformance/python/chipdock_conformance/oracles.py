@@ -474,6 +474,8 @@ def _conv_transpose2d(x: np.ndarray, w: np.ndarray, attrs: Attrs) -> np.ndarray:
     full_h = (h - 1) * sh + dh * (r - 1) + 1 + op_h
     full_w = (wd - 1) * sw + dw * (s - 1) + 1 + op_w
     canvas = np.zeros((n, kg * groups, full_h, full_w))
+    if h == 0 or wd == 0:  # no input pixel adds anything (and the slices below would end before they start)
+        return canvas[:, :, pt: full_h - pb, pl: full_w - pr]
     for i in range(r):
         for j in range(s):
             for g in range(groups):
