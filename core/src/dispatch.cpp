@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <set>
@@ -42,7 +44,8 @@ cd_dtype_t dtype_by_name(const std::string& name) {
 
 std::string describe_number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e18) return std::to_string(static_cast<int64_t>(v));
-  std::string text = std::to_string(v);
+  char text[32];  // %g: std::to_string would print every digit of 1e300
+  std::snprintf(text, sizeof text, "%g", v);
   return std::isnan(v) ? "nan" : text;
 }
 
@@ -60,6 +63,12 @@ void check_range(const OpSpec& op, const AttrSpec& spec, const Attribute& a) {
   auto check_float = [&](double v, const std::string& where) {
     if (std::isnan(v) && (spec.min || !spec.allow_nan || spec.finite)) fail(op, spec.name, where + "NaN is not allowed");
     if (std::isinf(v) && spec.finite) fail(op, spec.name, where + "must be finite, got " + (v > 0 ? "inf" : "-inf"));
+    // Kernels may compute with a float attribute in float32 (all of float16,
+    // bfloat16 and float32 do, as torch's do): past its range it would turn
+    // into an infinity there, which `finite` rules out.
+    if (spec.finite && std::fabs(v) > static_cast<double>(FLT_MAX)) {
+      fail(op, spec.name, where + describe_number(v) + " is beyond float32's range (|value| <= 3.4e38)");
+    }
     if (spec.min && v < *spec.min) {
       fail(op, spec.name, where + describe_number(v) + " is below the minimum " + describe_number(*spec.min));
     }

@@ -160,6 +160,11 @@ def x4() -> chipdock.Tensor:
     (lambda: ops.topk(chipdock.tensor(np.array(3, np.int8)), k=0, axis=0), r"topk: k: 0 for a 0-d tensor"),
     (lambda: ops.local_response_norm(x4(), size=5, bias=-float("inf")), r"local_response_norm: bias: must be finite"),
     (lambda: ops.leaky_relu(x4(), alpha=float("inf")), r"leaky_relu: alpha: must be finite, got inf"),
+    # finite also means within float32's range, where a kernel may compute with it (1e300 would be inf)
+    (lambda: ops.scaled_dot_product_attention(x4(), x4(), x4(), scale=1e300),
+     r"scaled_dot_product_attention: scale: 1e\+300 is beyond float32's range"),
+    (lambda: ops.local_response_norm(x4(), size=2, beta=-1e39), r"local_response_norm: beta: -1e\+39 is beyond"),
+    (lambda: ops.local_response_norm(x4(), size=2, bias=-1.0), r"local_response_norm: bias: -1 is below the minimum 0"),
     (lambda: ops.local_response_norm(chipdock.tensor([1.0, 2.0, 3.0]), size=3),
      r"local_response_norm: x: expected at least 2 dims"),
     (lambda: ops.local_response_norm(chipdock.tensor(np.zeros((0,), np.float32)), size=2),
