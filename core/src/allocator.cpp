@@ -37,12 +37,12 @@ size_t CachingAllocator::round_size(size_t bytes) {
   return (bytes + kGranule - 1) / kGranule * kGranule;
 }
 
-Block* CachingAllocator::take_cached(size_t size, uint64_t stream_id) {
-  if (Block* block = take_cached_from(size, stream_id)) return block;
+CachingAllocator::BlockPtr CachingAllocator::take_cached(size_t size, uint64_t stream_id) {
+  if (BlockPtr block = take_cached_from(size, stream_id)) return block;
   return take_cached_from(size, kSharedPool);  // blocks of retired streams need no ordering
 }
 
-Block* CachingAllocator::take_cached_from(size_t size, uint64_t pool_id) {
+CachingAllocator::BlockPtr CachingAllocator::take_cached_from(size_t size, uint64_t pool_id) {
   auto pool_it = pools_.find(pool_id);
   if (pool_it == pools_.end()) return nullptr;
   auto& pool = pool_it->second;
@@ -51,21 +51,22 @@ Block* CachingAllocator::take_cached_from(size_t size, uint64_t pool_id) {
   // Do not hand a huge block to a small request: it would strand memory.
   size_t limit = size <= kSmallLimit ? 2 * size : size + size / 4;
   if (it->first > limit) return nullptr;
-  Block* block = it->second;
+  BlockPtr block = std::move(it->second);
   pool.erase(it);
   stats_.cached -= block->size;
   return block;
 }
 
-void CachingAllocator::add_to_pool(Block* block) {
+void CachingAllocator::add_to_pool(BlockPtr block) {
   const bool home_gone = !block->home || block->home->retired.load();
-  pools_[home_gone ? kSharedPool : block->stream_id].emplace(block->size, block);
   stats_.cached += block->size;
+  const size_t size = block->size;
+  pools_[home_gone ? kSharedPool : block->stream_id].emplace(size, std::move(block));
 }
 
 void CachingAllocator::collect_completed_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
-    Block* block = *it;
+    Block* block = it->get();
     bool done = true;
     for (auto& life : block->pending_teardowns) done = done && life->retired.load();
     for (auto& ev : block->pending) {
@@ -82,7 +83,7 @@ void CachingAllocator::collect_completed_pending() {
     }
     block->pending.clear();  // event_destroy only: no wait, no GIL
     block->pending_teardowns.clear();
-    add_to_pool(block);
+    add_to_pool(std::move(*it));
     it = pending_.erase(it);
   }
 }
@@ -164,7 +165,7 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
   const size_t size = round_size(guard ? bytes + kGuardBytes : bytes);
   std::unique_lock<std::mutex> lock(mutex_);
   collect_completed_pending();
-  Block* block = take_cached(size, stream.id());
+  BlockPtr block = take_cached(size, stream.id());
   if (block != nullptr) {
     ++stats_.cache_hits;
   } else {
@@ -196,19 +197,24 @@ Block* CachingAllocator::allocate(size_t bytes, Stream& stream) {
                         describe_stats());
       }
     }
-    block = new Block();
+    block = std::make_unique<Block>();
     block->ptr = ptr;
     block->size = size;
   }
   block->requested = bytes;
   block->stream_id = stream.id();
   block->home = stream.life();
-  block->guarded = guard && write_guard(block, stream);
+  try {
+    block->guarded = guard && write_guard(block.get(), stream);
+  } catch (...) {
+    add_to_pool(std::move(block));  // unused: back to the cache, not lost
+    throw;
+  }
   stats_.current += block->size;
   if (stats_.current > stats_.peak) stats_.peak = stats_.current;
   ++stats_.allocations;
   ++stats_.total_allocations;
-  return block;
+  return block.release();  // the caller's until release()
 }
 
 void CachingAllocator::record_stream(Block* block, const StreamPtr& stream) {
@@ -247,10 +253,12 @@ void CachingAllocator::fence_uses(Block* block, std::vector<Block::Use> uses) {
   }
 }
 
-void CachingAllocator::release(Block* block) noexcept {
+void CachingAllocator::release(Block* handed_out) noexcept {
+  BlockPtr block(handed_out);  // every early return deletes the Block (not its device memory)
   if (block == nullptr) return;
-  if (device_->plugin().is_shut_down()) return;  // the process is exiting
-  if (block->guarded) check_guard(block);
+  // The process is exiting: the device memory went with the plugin.
+  if (device_->plugin().is_shut_down()) return;
+  if (block->guarded) check_guard(block.get());
   std::vector<Block::Use> uses;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -259,18 +267,18 @@ void CachingAllocator::release(Block* block) noexcept {
   // Work on other streams may still read the block: wait for it via events,
   // recorded without the lock (see the header).
   try {
-    fence_uses(block, std::move(uses));
-  } catch (...) {  // out of memory for the fences: the block is leaked, not reused too early
+    fence_uses(block.get(), std::move(uses));
+  } catch (...) {  // out of memory for the fences: its device memory is leaked, not reused too early
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.current -= block->size;
   --stats_.allocations;
   if (!block->pending.empty() || !block->pending_teardowns.empty()) {
-    pending_.push_back(block);
+    pending_.push_back(std::move(block));
     return;
   }
-  add_to_pool(block);
+  add_to_pool(std::move(block));
 }
 
 void CachingAllocator::retire_stream(uint64_t stream_id) noexcept {
@@ -278,14 +286,14 @@ void CachingAllocator::retire_stream(uint64_t stream_id) noexcept {
   auto it = pools_.find(stream_id);
   if (it == pools_.end() || stream_id == kSharedPool) return;
   auto& shared = pools_[kSharedPool];
-  for (auto& entry : it->second) shared.insert(entry);
+  for (auto& [size, block] : it->second) shared.emplace(size, std::move(block));
   pools_.erase(it);
 }
 
-std::vector<Block*> CachingAllocator::detach_cached() {
-  std::vector<Block*> out;
+std::vector<CachingAllocator::BlockPtr> CachingAllocator::detach_cached() {
+  std::vector<BlockPtr> out;
   for (auto& [stream_id, pool] : pools_) {
-    for (auto& [size, block] : pool) out.push_back(block);
+    for (auto& [size, block] : pool) out.push_back(std::move(block));
     pool.clear();
   }
   pools_.clear();
@@ -293,44 +301,43 @@ std::vector<Block*> CachingAllocator::detach_cached() {
   return out;
 }
 
-void CachingAllocator::free_blocks(const std::vector<Block*>& blocks) noexcept {
-  for (Block* block : blocks) {
+void CachingAllocator::free_blocks(std::vector<BlockPtr> blocks) noexcept {
+  for (const BlockPtr& block : blocks) {
     try {
       CD_CALL(device_->plugin(), memory_free, device_->ordinal(), block->ptr);
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.device_frees;
     } catch (...) {
-      // Leaking is the only safe answer to a failed free.
+      // Leaking the device memory is the only safe answer to a failed free.
     }
-    delete block;
   }
 }
 
 void CachingAllocator::empty_cache() {
   device_->synchronize();
-  std::vector<Block*> cached;
+  std::vector<BlockPtr> cached;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     collect_completed_pending();
     cached = detach_cached();
   }
-  free_blocks(cached);
+  free_blocks(std::move(cached));
 }
 
 void CachingAllocator::release_cached_noexcept() noexcept {
-  std::vector<Block*> cached;
+  std::vector<BlockPtr> cached;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cached = detach_cached();
   }
-  free_blocks(cached);
+  free_blocks(std::move(cached));
 }
 
 MemoryStats CachingAllocator::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   MemoryStats out = stats_;
   out.reserved = out.current + out.cached;
-  for (Block* block : pending_) out.reserved += block->size;
+  for (const BlockPtr& block : pending_) out.reserved += block->size;
   return out;
 }
 

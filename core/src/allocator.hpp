@@ -16,6 +16,12 @@
 // GIL is taken. A block remembers the streams it was used on weakly (with
 // their StreamLife), so freeing a tensor never destroys a stream under the
 // lock and a long-lived tensor keeps no stream alive.
+//
+// Ownership: the allocator owns every Block in its pools and its pending
+// list (unique_ptr); a Block handed out by allocate() is owned by the caller
+// until it gives it back to release(), which takes it over on every path,
+// shutdown included (the Block is deleted, its device memory having gone
+// with the plugin).
 #pragma once
 
 #include <cstddef>
@@ -69,9 +75,11 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  // A block of at least `bytes` (> 0), usable by work on `stream`.
+  // A block of at least `bytes` (> 0), usable by work on `stream`; the
+  // caller owns it until it passes it to release().
   Block* allocate(size_t bytes, Stream& stream);
-  // Returns a block to its stream's pool (or to the pending list).
+  // Takes `block` back: to its stream's pool or the pending list, or deletes
+  // it when the plugin is shut down or the block cannot be fenced.
   void release(Block* block) noexcept;
   // Marks `block` as used by work on `stream` as well.
   void record_stream(Block* block, const StreamPtr& stream);
@@ -88,15 +96,16 @@ class CachingAllocator {
   std::string describe_stats() const;
 
  private:
+  using BlockPtr = std::unique_ptr<Block>;
   static size_t round_size(size_t bytes);
-  Block* take_cached(size_t size, uint64_t stream_id);
-  Block* take_cached_from(size_t size, uint64_t pool_id);
+  BlockPtr take_cached(size_t size, uint64_t stream_id);
+  BlockPtr take_cached_from(size_t size, uint64_t pool_id);
   void collect_completed_pending();
-  void add_to_pool(Block* block);
+  void add_to_pool(BlockPtr block);
   // Events on the other streams that used `block` (recorded without the lock).
   void fence_uses(Block* block, std::vector<Block::Use> uses);
-  std::vector<Block*> detach_cached();
-  void free_blocks(const std::vector<Block*>& blocks) noexcept;
+  std::vector<BlockPtr> detach_cached();
+  void free_blocks(std::vector<BlockPtr> blocks) noexcept;
   void* device_allocate(size_t size);  // may throw OUT_OF_MEMORY
   bool write_guard(Block* block, Stream& stream);  // true if the canary was written
   void check_guard(Block* block) noexcept;        // records a violation
@@ -106,8 +115,8 @@ class CachingAllocator {
   // Free blocks by stream, then by size (best fit). Pool kSharedPool holds
   // the blocks of streams that were torn down.
   static constexpr uint64_t kSharedPool = 0;
-  std::map<uint64_t, std::multimap<size_t, Block*>> pools_;
-  std::vector<Block*> pending_;
+  std::map<uint64_t, std::multimap<size_t, BlockPtr>> pools_;
+  std::vector<BlockPtr> pending_;  // released, waiting for other streams' events or teardowns
   MemoryStats stats_;
 };
 

@@ -269,7 +269,7 @@ void check_conv_weights(ShapeContext& c, int64_t in_channels, int64_t weight_in,
   const int64_t groups = c.get_int("groups");
   if (in_channels % groups != 0) c.fail("groups", std::to_string(groups) + " does not divide " + std::to_string(in_channels) + " input channels");
   if (out_channels % groups != 0) c.fail("groups", std::to_string(groups) + " does not divide " + std::to_string(out_channels) + " output channels");
-  if (!transposed && weight_in * groups != in_channels) {
+  if (!transposed && support::checked_mul(weight_in, groups) != in_channels) {
     c.fail("weight", "has " + std::to_string(weight_in) + " input channels per group; x has " +
                          std::to_string(in_channels) + " channels in " + std::to_string(groups) + " groups");
   }
@@ -301,7 +301,7 @@ void rule_conv_transpose2d(ShapeContext& c) {
   const Shape &x = c.shape(0), &w = c.shape(1);
   const int64_t groups = c.get_int("groups");
   if (w[0] != x[1]) c.fail("weight", "dim 0 must equal the " + std::to_string(x[1]) + " input channels, got " + describe_shape(w));
-  check_conv_weights(c, x[1], w[0], w[1] * groups, true);
+  check_conv_weights(c, x[1], w[0], c.mul("groups", w[1], groups), true);
   const auto &s = c.get_ints("stride"), &p = c.get_ints("padding"), &d = c.get_ints("dilation");
   const auto& op = c.get_ints("output_padding");
   for (int i = 0; i < 2; ++i) {
@@ -329,7 +329,9 @@ int64_t pool_out(const ShapeContext& c, int64_t in, int64_t pad_begin, int64_t p
   const int64_t span = padded - extent;  // >= 0: no floor division of a negative, no overflow below
   int64_t out = (ceil_mode ? span / stride + (span % stride != 0) : span / stride) + 1;
   // The last window must start inside the input or its left padding (PyTorch's rule).
-  if (ceil_mode && (out - 1) * stride >= in + pad_begin) --out;
+  // (A start past int64 is past the input too.)
+  const std::optional<int64_t> last_start = support::checked_mul(out - 1, stride);
+  if (ceil_mode && (!last_start || *last_start >= in + pad_begin)) --out;
   return out;
 }
 

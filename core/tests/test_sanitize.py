@@ -17,8 +17,6 @@ SUBSET = ["core/tests/test_tensor.py", "core/tests/test_allocator.py", "backends
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc (its libasan and libubsan)")
-@pytest.mark.xfail(strict=True, reason="issue 21 sanitizer findings S1 (py_dispatch OpRefs) and S2 (allocator Blocks): "
-                                       "LeakSanitizer reports them in every process")
 def test_tests_pass_under_asan_and_ubsan_with_no_report(repo: Path) -> None:
     done = subprocess.run(["bash", ".ci/sanitize", *SUBSET, "-n", "2"], cwd=repo, capture_output=True, text=True,
                           timeout=3600)

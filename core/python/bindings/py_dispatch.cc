@@ -365,26 +365,28 @@ py::object py_dispatch(const OpSpec& op, const ArgList& args, const py::dict* at
 
 // An op an operator dispatches to, looked up once (the opset is registered
 // from Python after this module loads, hence lazily).
+// Held by value in the operator's function record, which pybind11 frees
+// with the module; the cache is filled under the GIL.
 class OpRef {
  public:
   explicit OpRef(const char* name) : name_(name) {}
-  const OpSpec& get() {
+  const OpSpec& get() const {
     if (spec_ == nullptr) spec_ = &find_op(name_);
     return *spec_;
   }
 
  private:
   const char* name_;
-  const OpSpec* spec_ = nullptr;
+  mutable const OpSpec* spec_ = nullptr;
 };
 
 // A binary operator: `a op b`, or `b op a` when reflected.
-py::object binary(OpRef& op, py::handle self, py::handle other, bool reflected) {
+py::object binary(const OpRef& op, py::handle self, py::handle other, bool reflected) {
   const ArgList args = reflected ? ArgList{other.ptr(), self.ptr()} : ArgList{self.ptr(), other.ptr()};
   return py_dispatch(op.get(), args, nullptr, py::none());
 }
 
-py::object unary(OpRef& op, py::handle self) { return py_dispatch(op.get(), ArgList{self.ptr()}, nullptr, py::none()); }
+py::object unary(const OpRef& op, py::handle self) { return py_dispatch(op.get(), ArgList{self.ptr()}, nullptr, py::none()); }
 
 FallbackPolicy parse_policy(const std::string& name) {
   if (name == "error") return FallbackPolicy::Error;
@@ -431,16 +433,15 @@ void register_dispatch(py::module_& m) {
 
   // Tensor operators, bound here so that `a + b` goes straight to C++.
   auto tensor = py::reinterpret_borrow<py::object>(m.attr("Tensor"));
-  // The OpRefs live as long as the module (the operators keep pointers).
+  // Each operator owns its OpRef (captured by value: freed with the function).
   auto def_binary = [&](const char* dunder, const char* name, bool reflected) {
-    OpRef* op = new OpRef(name);
     tensor.attr(dunder) = py::cpp_function(
-        [op, reflected](py::handle self, py::handle other) { return binary(*op, self, other, reflected); },
+        [op = OpRef(name), reflected](py::handle self, py::handle other) { return binary(op, self, other, reflected); },
         py::is_method(tensor), py::arg("other"));
   };
   auto def_unary = [&](const char* dunder, const char* name) {
-    OpRef* op = new OpRef(name);
-    tensor.attr(dunder) = py::cpp_function([op](py::handle self) { return unary(*op, self); }, py::is_method(tensor));
+    tensor.attr(dunder) = py::cpp_function([op = OpRef(name)](py::handle self) { return unary(op, self); },
+                                           py::is_method(tensor));
   };
   const std::pair<const char*, const char*> forward[] = {
       {"__add__", "add"}, {"__sub__", "sub"}, {"__mul__", "mul"}, {"__truediv__", "div"}, {"__pow__", "pow"},
