@@ -646,6 +646,15 @@ void rule_arange(ShapeContext& c) {
 void rule_full(ShapeContext& c) {
   const Shape& shape = c.get_ints("shape");
   if (!support::checked_numel(shape.data(), shape.size())) c.fail("shape", describe_shape(shape) + " has more than 2^63 elements");
+  // Kernels check this too, but none runs for an empty output: checked here,
+  // a value its dtype cannot hold is refused for every shape.
+  const double value = c.get_float("value");
+  const auto dtype = static_cast<cd_dtype_t>(c.get_int("dtype"));
+  if (!dtype_holds(dtype, value)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", value);
+    c.fail("value", std::string(text) + " does not fit " + dtype_name(dtype));
+  }
   c.output_shapes = {shape};
 }
 

@@ -165,6 +165,10 @@ def x4() -> chipdock.Tensor:
      r"scaled_dot_product_attention: scale: 1e\+300 is beyond float32's range"),
     (lambda: ops.local_response_norm(x4(), size=2, beta=-1e39), r"local_response_norm: beta: -1e\+39 is beyond"),
     (lambda: ops.local_response_norm(x4(), size=2, bias=-1.0), r"local_response_norm: bias: -1 is below the minimum 0"),
+    # the kernel's own check never runs for an empty output: the rule checks it for every shape
+    (lambda: ops.full(shape=[0], value=1e300, dtype="int16"), r"full: value: 1e\+300 does not fit int16"),
+    (lambda: ops.full(shape=[0, 3], value=float("inf"), dtype="int64"), r"full: value: inf does not fit int64"),
+    (lambda: ops.full(shape=[2], value=-1.0, dtype="uint8"), r"full: value: -1 does not fit uint8"),
     (lambda: ops.local_response_norm(chipdock.tensor([1.0, 2.0, 3.0]), size=3),
      r"local_response_norm: x: expected at least 2 dims"),
     (lambda: ops.local_response_norm(chipdock.tensor(np.zeros((0,), np.float32)), size=2),
