@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "dtype.hpp"
@@ -309,6 +310,26 @@ DispatchResult run_on_cpu_reference(const OpSpec& op, std::vector<std::vector<Te
   return result;
 }
 
+// The input that index input i indexes (the spec's `indexes`) and the
+// normalized axis, when i is a given, non-empty index input whose target is
+// given; a bad axis is left to the rule to report.
+struct IndexedAxis {
+  size_t target;
+  int64_t axis;
+};
+std::optional<IndexedAxis> indexed_axis(const OpSpec& op, const ShapeContext& ctx, size_t i) {
+  const ArgSpec& arg = op.inputs[i];
+  if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) return std::nullopt;
+  size_t target = 0;
+  while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
+  if (!ctx.has(target)) return std::nullopt;
+  const auto ndim = static_cast<int64_t>(ctx.shape(target).size());
+  int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
+  if (axis < 0) axis += ndim;
+  if (axis < 0 || axis >= ndim) return std::nullopt;
+  return IndexedAxis{target, axis};
+}
+
 // An index into an axis of size 0 is out of range whatever its value, so a
 // non-empty index tensor there is refused from the shapes alone (no device
 // read), also when the output is empty and no kernel would run to find it
@@ -317,15 +338,11 @@ DispatchResult run_on_cpu_reference(const OpSpec& op, std::vector<std::vector<Te
 void check_indices_into_empty_axes(const OpSpec& op, const ShapeContext& ctx) {
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const ArgSpec& arg = op.inputs[i];
-    if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) continue;
-    size_t target = 0;
-    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
-    if (!ctx.has(target)) continue;
-    const Shape& shape = ctx.shape(target);
-    const auto ndim = static_cast<int64_t>(shape.size());
-    int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
-    if (axis < 0) axis += ndim;
-    if (axis < 0 || axis >= ndim || shape[axis] != 0) continue;  // a bad axis is the rule's to report
+    const auto indexed = indexed_axis(op, ctx, i);
+    if (!indexed) continue;
+    const int64_t axis = indexed->axis;
+    const Shape& shape = ctx.shape(indexed->target);
+    if (shape[axis] != 0) continue;
     throw Error(CD_STATUS_OUT_OF_RANGE, "core", op.name,
                 arg.name + ": every index is out of range for axis " + std::to_string(axis) + " of size 0 of " +
                     arg.indexes_input + " " + describe_shape(shape) + " (" + arg.name + " has " +
@@ -341,15 +358,10 @@ void check_indices_into_empty_axes(const OpSpec& op, const ShapeContext& ctx) {
 void check_indices_without_a_kernel(const OpSpec& op, const ShapeContext& ctx) {
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const ArgSpec& arg = op.inputs[i];
-    if (arg.indexes_input.empty() || !ctx.has(i) || ctx.in(i).numel() == 0) continue;
-    size_t target = 0;
-    while (target < op.inputs.size() && op.inputs[target].name != arg.indexes_input) ++target;
-    if (!ctx.has(target)) continue;
-    const Shape& shape = ctx.shape(target);
-    const auto ndim = static_cast<int64_t>(shape.size());
-    int64_t axis = arg.indexes_axis_attr.empty() ? arg.indexes_axis : ctx.attrs.at(arg.indexes_axis_attr).i;
-    if (axis < 0) axis += ndim;
-    if (axis < 0 || axis >= ndim) continue;
+    const auto indexed = indexed_axis(op, ctx, i);
+    if (!indexed) continue;
+    const int64_t axis = indexed->axis;
+    const Shape& shape = ctx.shape(indexed->target);
     const Tensor indices = ctx.in(i).contiguous();
     const cd_dtype_t dt = indices.dtype();
     if (dt != CD_DTYPE_INT32 && dt != CD_DTYPE_INT64) continue;  // the spec's index types

@@ -13,8 +13,5 @@ size_t dtype_size(cd_dtype_t dtype) noexcept;
 // "float32", "bfloat16", ...; "invalid" for an unknown dtype.
 const char* dtype_name(cd_dtype_t dtype) noexcept;
 bool dtype_valid(cd_dtype_t dtype) noexcept;
-// Whether an integer dtype holds v once truncated (NaN never); true for the
-// float and bool dtypes, whose conversion has no range to leave.
-bool dtype_holds(cd_dtype_t dtype, double v) noexcept;
 
 }  // namespace chipdock

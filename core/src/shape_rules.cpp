@@ -8,6 +8,7 @@
 #include <set>
 
 #include "chipdock/support/checked_math.h"
+#include "chipdock/support/dtype_range.h"
 #include "dtype.hpp"
 
 namespace chipdock {
@@ -650,7 +651,7 @@ void rule_full(ShapeContext& c) {
   // a value its dtype cannot hold is refused for every shape.
   const double value = c.get_float("value");
   const auto dtype = static_cast<cd_dtype_t>(c.get_int("dtype"));
-  if (!dtype_holds(dtype, value)) {
+  if (!support::dtype_holds(dtype, value)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", value);
     c.fail("value", std::string(text) + " does not fit " + dtype_name(dtype));

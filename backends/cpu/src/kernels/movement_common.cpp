@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "chipdock/support/dtype_range.h"
+
 namespace chipdock_cpu {
 
 void register_movement(cd_kernel_registry* registry) {
@@ -284,20 +286,7 @@ float round_to_odd_float(double v) {
   return f;
 }
 
-bool fits_dtype(double v, cd_dtype_t dtype) {
-  double lo = 0.0, hi = 0.0;
-  switch (dtype) {
-    case CD_DTYPE_INT8: lo = -128.0; hi = 128.0; break;
-    case CD_DTYPE_INT16: lo = -32768.0; hi = 32768.0; break;
-    case CD_DTYPE_INT32: lo = -2147483648.0; hi = 2147483648.0; break;
-    case CD_DTYPE_INT64: lo = -9223372036854775808.0; hi = 9223372036854775808.0; break;
-    case CD_DTYPE_UINT8: lo = 0.0; hi = 256.0; break;
-    default: return true;
-  }
-  if (std::isnan(v)) return false;
-  const double t = std::trunc(v);
-  return t >= lo && t < hi;
-}
+bool fits_dtype(double v, cd_dtype_t dtype) { return chipdock::support::dtype_holds(dtype, v); }
 
 }  // namespace movement
 }  // namespace chipdock_cpu
