@@ -29,15 +29,17 @@ recipe yields one failing case that says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import metrics as M
 from . import values as V
 from .case import Case, CaseResult, Context
-from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error
+from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error, zero_sign_mismatch
 from .oracles import ORACLES, Result
 
 Arrays = list[np.ndarray | None]
@@ -205,8 +207,11 @@ def _guard_violations(device: str) -> list[str]:
 
 # ------------------------------------------------------------------ judging
 
-def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -> tuple[float, np.ndarray]:
-    """The largest error in units of the dtype's error scale; non-finite values must match exactly."""
+def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str,
+               zero_sign: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """The largest error in units of the dtype's error scale; non-finite values must match exactly
+    (NaN-ness, infinities with their sign), and so must the zero's sign where ``zero_sign`` marks it
+    judged and the exact result is a zero: a mismatch there is an infinite error."""
     row = tolerance_table()[dtype]
     g, o = got.astype(np.float64), np.asarray(want, np.float64)
     r = round_to(o, dtype).astype(np.float64)
@@ -218,7 +223,16 @@ def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -
     with np.errstate(invalid="ignore", over="ignore"):
         units = np.where(special, np.where(same_special, 0.0, np.inf), np.abs(g - o) / scale)
     units = np.where(np.isnan(units), np.inf, units)
+    if zero_sign is not None:
+        units = np.where(zero_sign & zero_sign_mismatch(g, o), np.inf, units)
     return (float(units.max()) if units.size else 0.0), units
+
+
+def _finite_max(units: np.ndarray) -> float:
+    """The reference's own error that scales the limit: its finite part only (a special value the
+    reference gets wrong must not make every error of the device acceptable)."""
+    finite = units[np.isfinite(units)]
+    return float(finite.max()) if finite.size else 0.0
 
 
 def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, reference: list[np.ndarray] | None = None,
@@ -235,11 +249,13 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
         kind = cls if out_dtype in FLOATS else "exact"
         if kind == "exact" and out_dtype in FLOATS and override(op_name, out_dtype, "ulp") is not None:
             kind = "ulp"  # an exact op with a stated ulp allowance for this dtype (the spec gives the reason)
+        # where a zero of the wrong sign is an error (floats; the spec and the oracle's ties decide)
+        signed = ~_free_zero_sign(prec, want, k, g, o, out_dtype) if out_dtype in FLOATS else None
         if kind == "exact":
             w = round_to(o, out_dtype) if out_dtype in FLOATS else np.asarray(o).astype(g.dtype)
             bad = bit_mismatch(g, w)
-            if out_dtype in FLOATS:
-                bad &= ~_free_zero_sign(prec, want, k, g, w)
+            if signed is not None:
+                bad &= signed
             tol: dict[str, Any] = {"class": "exact"}
             source = f"opset.yaml: {op_name}.precision.class" if cls == "exact" else "integer outputs are exact"
             e = errors(g, np.asarray(o).astype(np.float64) if out_dtype in FLOATS else w.astype(np.float64),
@@ -250,19 +266,22 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             bound = float(override(op_name, out_dtype, "ulp") if override(op_name, out_dtype, "ulp") is not None
                           else prec["ulp"][out_dtype])
             err = ulp_error(g, o, out_dtype)
-            bad = err > bound
+            wrong_zero = signed & zero_sign_mismatch(g, o)
+            bad = (err > bound) | wrong_zero
             tol = {"class": "ulp", "ulp": bound}
             where = "overrides.ulp" if override(op_name, out_dtype, "ulp") is not None else "ulp"
             source = f"opset.yaml: {op_name}.precision.{where}.{out_dtype}"
-            e = errors(g, o, out_dtype, bad)
+            e = errors(g, o, out_dtype, bad, np.where(wrong_zero, np.inf, err))
             ok = not bad.any()
-            detail = f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}"
+            detail = (f"{int(wrong_zero.sum())} zeros of the wrong sign, the first at {e.worst_index}"
+                      if wrong_zero.any() else f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}")
         else:
             if want.magnitude is None:
                 raise ValueError(f"the oracle of {op_name} gives no magnitude for the tolerance class")
             mag = want.magnitude[k]
-            dev_units, units = _tol_units(g, o, mag, out_dtype)
-            ref_units = _tol_units(reference[k], o, mag, out_dtype)[0] if reference is not None else 0.0
+            dev_units, units = _tol_units(g, o, mag, out_dtype, signed)
+            ref_units = (_finite_max(_tol_units(reference[k], o, mag, out_dtype, signed)[1])
+                         if reference is not None else 0.0)
             row = tolerance_table()[out_dtype]
             multiple = float(override(op_name, out_dtype, "multiple") or prec.get("multiple", 1))
             limit = max(multiple * ref_units, float(row["floor"]))
@@ -283,14 +302,18 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
     return CaseResult("fail" if failures else "pass", "; ".join(failures), metrics)
 
 
-def _free_zero_sign(prec: dict[str, Any], want: Result, k: int, got: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Where a zero of the other sign is accepted: only for an op whose spec leaves the zero sign
-    unspecified on ties (``zero_sign_on_ties: unspecified``), only where the oracle says the compared
-    values were +0 and -0, and only when both results are zeros."""
+def _free_zero_sign(prec: dict[str, Any], want: Result, k: int, got: np.ndarray, oracle: np.ndarray,
+                    dtype: str) -> np.ndarray:
+    """Where a zero of either sign is accepted (both the result and the oracle being zeros): everywhere
+    for an op whose spec says ``zero_sign: unspecified`` (an accumulation, whose zero sign depends on
+    the order of its terms); for ``zero_sign_on_ties: unspecified`` only where the oracle says the
+    compared values were +0 and -0. Everywhere else the sign of a zero result is judged."""
+    zeros = (got.astype(np.float64) == 0) & (round_to(oracle, dtype).astype(np.float64) == 0)
+    if prec.get("zero_sign") == "unspecified":
+        return zeros
     if prec.get("zero_sign_on_ties") != "unspecified" or want.zero_ties is None:
         return np.zeros(got.shape, bool)
-    g, w = got.astype(np.float64), wanted.astype(np.float64)
-    return np.asarray(want.zero_ties[k], bool) & (g == 0) & (w == 0)
+    return np.asarray(want.zero_ties[k], bool) & zeros
 
 
 def _merge(metrics: dict[str, Any], e: dict[str, Any], tol: dict[str, Any], source: str) -> None:
@@ -325,6 +348,63 @@ DOMAIN: dict[str, tuple[float, float]] = {
     "silu": (-50.0, 50.0), "gelu": (-10.0, 10.0), "pow": (0.1, 4.0),
 }
 ATTRS: dict[str, dict[str, Any]] = {"leaky_relu": {"alpha": 0.2}, "clip": {"min": -3.5, "max": 5.25}}
+
+
+def _ln(v: Any) -> float:
+    return math.log(float(v))
+
+
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """The x in [lo, hi] where the monotone f crosses target (bisection in float64)."""
+    f_lo = f(lo)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if (f(mid) < target) == (f_lo < target):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _edges(op_name: str, dt: str) -> list[float]:
+    """The inputs of a unary float op where its result, or a naive formula for it evaluated in ``dt``
+    or a wider type a kernel may compute in (``values.limits``), changes regime: exp(+-x) overflows,
+    turns subnormal or underflows; the result saturates at +-1 or underflows to a signed zero; the
+    subnormal and zero inputs. All from the dtypes' finfo: ``values.neighbors`` adds the values around."""
+    fis, own = V.limits(dt), finfo(dt)
+    top = [_ln(f.max) for f in fis]  # exp(x) overflows past these
+    tiny = [_ln(f.tiny) for f in fis]  # exp(x) turns subnormal below these ...
+    sub = [_ln(f.smallest_subnormal) for f in fis]  # ... and underflows to 0 below these
+    sat = [(M.MANTISSA[dt] + k) * math.log(2) for k in (1, 2)]  # 1 - exp(-x) rounds to 1 in dt past these
+    small = [float(own.smallest_subnormal), 3 * float(own.smallest_subnormal), float(own.tiny)]
+    both = lambda xs: [v for x in xs for v in (x, -x)]  # noqa: E731
+    biggest = float(own.max)
+    if op_name == "exp":
+        return top + tiny + sub + both(small)
+    if op_name in ("sigmoid", "silu"):
+        # 1 / (1 + exp(-x)) overflows at -top; exp(x) / (1 + exp(x)) gives inf / inf at +top
+        pts = both(top) + tiny + sub + both(sat) + both(small)
+        if op_name == "silu":  # x * exp(x) turns subnormal / underflows: solve x * e**x = t
+            pts += [_solve(lambda x: -x * math.exp(x), float(t), -800.0, -1.0)
+                    for f in fis for t in (f.tiny, f.smallest_subnormal)]
+        return pts
+    if op_name == "tanh":  # (exp(2x) - 1) / (exp(2x) + 1) gives inf / inf past top / 2
+        return both([t / 2 for t in top] + [s / 2 for s in sat] + small)
+    if op_name == "erf":  # erf rounds to 1 where erfc(x) drops below half an ulp of 1
+        return both([_solve(math.erfc, 2.0 ** -(M.MANTISSA[dt] + k), 0.0, 30.0) for k in (1, 2)] + small)
+    if op_name == "gelu":
+        # the tanh form's x**3 overflows; x * Phi(x) turns subnormal / underflows for negative x
+        pts = both([(float(f.max) / 0.044715) ** (1 / 3) for f in fis] + small + [t / 2 for t in top])
+        pts += [_solve(lambda x: -x * 0.5 * math.erfc(-x / math.sqrt(2)), float(t), -38.0, -0.5)
+                for f in fis for t in (f.tiny, f.smallest_subnormal) if float(t) > 5e-324]
+        return pts
+    if op_name == "log":
+        return small + [1.0, biggest, -float(own.smallest_subnormal), -float(own.tiny)]
+    if op_name in ("sqrt", "rsqrt"):
+        return small + [float(np.nextafter(own.tiny, own.dtype.type(0))), biggest, -float(own.smallest_subnormal)]
+    if op_name in ("sin", "cos"):  # range reduction of huge arguments
+        return both(small + [biggest, 2.0 ** M.MANTISSA[dt], math.pi / 2, math.pi])
+    return both(small + [biggest])
 
 
 def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -388,7 +468,52 @@ def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Varia
             arrays, a = draw(same((1031,)), special=True)(gen)
             return arrays, {**a, "approximate": "tanh"}
         out.append(Variant("tanh_specials", tanh_form, quick=True))
+    out += _edge_variants(op_name, sig, attrs, dom)
     return out
+
+
+def _edge_variants(op_name: str, sig: Signature, attrs: dict[str, Any], dom: Any) -> list[Variant]:
+    """The regions the random draws miss: for two or more inputs every pair of special values
+    (``values.special_pairs``); for a unary float op the thresholds of ``_edges`` and their neighbours
+    (within a ``domain`` override: outside it the oracle itself is not accurate enough)."""
+    ins, out = sig.inputs, []
+
+    def fixed(arrays: Arrays, extra: dict[str, Any] | None = None) -> Builder:
+        return lambda gen: ([a.copy() for a in arrays if a is not None], {**attrs, **(extra or {})})
+
+    if len(ins) >= 2:
+        out.append(Variant("special_pairs", fixed(list(V.special_pairs(ins))), quick=True))
+        if op_name == "pow":
+            out.append(Variant("thresholds", fixed(_pow_edges(sig.main)), quick=True))
+    elif len(ins) == 1 and _fl(ins[0]):
+        dt = ins[0]
+        x = V.neighbors(_edges(op_name, dt), dt)
+        if dom:
+            x = x[(x.astype(np.float64) >= float(dom[0])) & (x.astype(np.float64) <= float(dom[1]))]
+        x = np.concatenate([x, V.specials(dt)])
+        out.append(Variant("thresholds", fixed([x]), quick=True))
+        if op_name == "gelu":
+            out.append(Variant("tanh_thresholds", fixed([x], {"approximate": "tanh"}), quick=True))
+    return out
+
+
+def _pow_edges(dt: str) -> list[np.ndarray]:
+    """(base, exponent) pairs around where base ** exponent overflows, turns subnormal and underflows
+    in ``dt`` and in the wider types (``values.limits``); a negative base with integer exponents of
+    both parities (the sign of the overflow)."""
+    bases, exps = [], []
+    for f in V.limits(dt):
+        for limit in (f.max, f.tiny, f.smallest_subnormal):
+            for base in (2.0, 10.0, 0.5):
+                y = V.neighbors([_ln(limit) / math.log(base)], dt)
+                bases.append(np.full(y.size, base))
+                exps.append(y.astype(np.float64))
+            whole = math.floor(_ln(limit) / math.log(2.0))
+            ints = np.arange(whole - 2, whole + 3, dtype=np.float64)
+            bases.append(np.full(ints.size, -2.0 if limit == f.max else -0.5))
+            exps.append(ints if limit == f.max else -ints)
+    b, e = np.concatenate(bases), np.concatenate(exps)
+    return [round_to(b, dt), round_to(e, dt)]
 
 
 def _cast(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -412,10 +537,54 @@ def _cast(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
             return [x], {"to": dst}
         return run
 
-    return [Variant("values", build((1031,), _fl(dst) or dst == "bool"), quick=True),
-            Variant("scalar", build((), False), quick=True),
-            Variant("strided", build((7, 33), False), layout="strided"),
-            Variant("large", build((1 << 20,), False))]
+    out = [Variant("values", build((1031,), _fl(dst) or dst == "bool"), quick=True),
+           Variant("scalar", build((), False), quick=True),
+           Variant("strided", build((7, 33), False), layout="strided"),
+           Variant("large", build((1 << 20,), False))]
+    ties = _rounding_ties(src, dst) if _fl(dst) else None
+    if ties is not None and ties.size:
+        out.append(Variant("ties", _fixed([ties], {"to": dst}), quick=True))
+    return out
+
+
+def _rounding_ties(src: str, dst: str) -> np.ndarray | None:
+    """Values of ``src`` that ``dst`` cannot hold, where rounding to nearest even decides: exact
+    midpoints between neighbours of ``dst`` (about 1, in the subnormal range, where half the
+    smallest subnormal rounds to a signed zero, and past the largest value, where the midpoint
+    rounds to inf) and the ``src`` values just either side of each. None where ``dst`` holds every
+    ``src`` value."""
+    dt, fi = np_dtype(dst), finfo(dst)
+    sub, top = float(fi.smallest_subnormal), float(fi.max)
+    unit = 2.0 ** M.MANTISSA[dst]  # where the spacing of dst reaches 1 (integer ties from there)
+    grid = [1.0, 1.5, 3.0, 100.0, 1000.0, unit, 3 * unit, 8 * unit, 0.0, sub, 2 * sub, 3 * sub, float(fi.tiny), top]
+    low = round_to(np.array(grid), dst)
+    with np.errstate(over="ignore"):
+        lo64, up64 = low.astype(np.float64), np.nextafter(low, np.array(np.inf, dt)).astype(np.float64)
+        below = lo64 - np.nextafter(low, np.array(0, dt)).astype(np.float64)  # past the top: its spacing
+        mid = np.where(np.isinf(up64), lo64 + below / 2, (lo64 + up64) / 2)
+    mid = np.concatenate([mid, -mid])
+    if _fl(src):
+        held = round_to(mid, src).astype(np.float64) == mid  # the midpoint exists in src
+        mids = round_to(mid[held], src)
+        around = [mids, np.nextafter(mids, np.array(np.inf, mids.dtype)),
+                  np.nextafter(mids, np.array(-np.inf, mids.dtype))]
+        vals = np.concatenate(around)
+        exact = round_to(vals.astype(np.float64), dst).astype(np.float64) == vals.astype(np.float64)
+        return None if exact.all() else vals[~exact]
+    if src == "bool":
+        return None
+    info = np.iinfo(np_dtype(src))
+    # integers exact in float64 (the oracle's one rounding), or any for a float64 target
+    bound = float(info.max) if dst == "float64" else min(float(info.max), 2.0 ** 53)
+    # the midpoints as Python integers (float64 cannot hold those of a float64 target)
+    mids = {int(lo) + (int(up) - int(lo)) // 2 for lo, up in zip(lo64, up64, strict=True)
+            if np.isfinite(up) and up - lo >= 2}
+    mids |= {int(m) for m, up in zip(mid, up64, strict=False) if np.isinf(up) and abs(m) < 2.0 ** 63}  # -> inf
+    ints = sorted({s * m for m in mids for s in (1, -1) if max(info.min, -bound) <= s * m <= bound})
+    vals = np.array(ints, np_dtype(src))
+    # float(int) rounds once: exact below 2**53, the target's own rounding for float64
+    exact = np.array([float(round_to(np.array(float(int(v))), dst)) == int(v) for v in vals], bool)
+    return None if exact.all() else vals[~exact]
 
 
 def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -454,6 +623,11 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
         Variant("strided", build((6, 9), ax([1])), layout="strided"),
         Variant("large", build((1 << 20,), ax([0]))),
     ]
+    if _fl(dt):
+        out.append(Variant("zero_signs", _fixed([_zero_rows(dt)], ax([1])), quick=True))
+        over = _overflowing_rows(dt) if precision_of(op_name).get("class") == "tolerance" else None
+        if over is not None:
+            out.append(Variant("partial_sums_overflow", _fixed([over], ax([1])), quick=True))
     if axes_key == "axes":
         out += [Variant("all_axes", build((3, 4, 5), {"axes": []}), quick=True),
                 Variant("two_axes", build((2, 3, 4, 5), {"axes": [1, 3]})),
@@ -461,6 +635,57 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
         if not nonempty:
             out.append(Variant("empty_extent", build((3, 0), {"axes": [1]}), quick=True))
     return out
+
+
+def _fixed(arrays: Arrays, attrs: dict[str, Any]) -> Builder:
+    """A recipe of fixed inputs (copies, so a kernel writing into one cannot change the next case)."""
+    return lambda gen: ([None if a is None else a.copy() for a in arrays], dict(attrs))
+
+
+def _zero_rows(dt: str) -> np.ndarray:
+    """Rows of zeros of every sign mix, and zeros with numbers: a sum of -0s, a product with one -0
+    (its sign is the parity of the negative factors), the extremes of -0 alone, ties of +0 and -0."""
+    rows = [[-0.0] * 5, [0.0] * 5, [-0.0, 0.0, -0.0, 0.0, -0.0], [0.0, -0.0, 0.0, -0.0, 0.0],
+            [-0.0, 1.0, 2.0, 3.0, 4.0], [-0.0, -1.0, 2.0, 3.0, 4.0], [-0.0, -1.0, -2.0, 3.0, 4.0],
+            [-1.0, 1.0, -0.0, -0.0, -0.0], [1.0, -1.0, 0.0, 2.0, -2.0], [-0.0, -0.0, -0.0, -0.0, -1.0]]
+    return round_to(np.array(rows, np.float64), dt)
+
+
+def _overflowing_rows(dt: str) -> np.ndarray | None:
+    """Rows whose exact sum and product fit ``dt`` but whose running sums or products do not, for a
+    dtype the spec has accumulate in a wider type (``precision_tables.tolerance.eps_acc`` below its
+    unit roundoff, with room above ``dt``'s largest value): an accumulator of ``dt`` itself overflows
+    to inf there. None where the accumulator may be ``dt`` (float32, float64) or has no more range
+    (bfloat16 under float32)."""
+    acc = next((n for n, u in M.UNIT_ROUNDOFF.items() if u == float(tolerance_table()[dt]["eps_acc"])), dt)
+    top, acc_top = float(finfo(dt).max), float(finfo(acc).max)
+    if acc == dt or acc_top < 64 * top:
+        return None
+    n = 32
+    big = float(round_to(np.array(top / 4), dt))  # 8 of them exceed the top 2x
+    root = 2.0 ** math.ceil(math.log2(math.sqrt(top)) + 1)  # root * root exceeds the top
+    rows = [[big] * (n // 2) + [-big] * (n // 2),  # sums to 0 through 16 * big
+            [big] * n,  # a mean of big (the sum itself overflows: inf)
+            [big, big, big, 1.0, -big, -big, -big] + [0.5] * (n - 7),
+            [root] * 4 + [1 / root] * 4 + [1.0] * (n - 8),  # a product of 1 through root**4
+            [-root] * 3 + [1 / root] * 3 + [1.0] * (n - 6)]
+    return round_to(np.array(rows, np.float64), dt)
+
+
+def _logit_rows(dt: str, gen: np.random.Generator, n: int = 33) -> np.ndarray:
+    """Rows where a softmax without the max subtracted breaks: logits past ln(max) of ``dt`` and of
+    each wider type (exp overflows: inf / inf is NaN), near the largest finite value, spread so wide
+    that x - max overflows; rows of -inf (NaN: -inf - -inf), -inf but one element (one-hot), a +inf."""
+    fis = V.limits(dt)
+    rows = [gen.uniform(-4.0, 4.0, n) + _ln(f.max) + 8.0 for f in fis]
+    top = float(finfo(dt).max)
+    rows += [gen.uniform(0.5, 1.0, n) * top, gen.uniform(-1.0, 1.0, n) * top, -gen.uniform(0.5, 1.0, n) * top]
+    one_hot = np.full(n, -np.inf)
+    one_hot[n // 3] = gen.uniform(-4.0, 4.0)
+    with_inf = gen.uniform(-4.0, 4.0, n)
+    with_inf[n // 2] = np.inf
+    rows += [np.full(n, -np.inf), one_hot, with_inf]
+    return round_to(np.stack(rows), dt)
 
 
 def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -495,6 +720,8 @@ def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant(f"specials_{tag}", build((6, 9), {"axis": -1, **e}, special=True), quick=True),
                 Variant(f"middle_transposed_{tag}", build((3, 4, 5), {"axis": 1, **e}), layout="transposed"),
                 Variant(f"long_{tag}", build((2, 5000), {"axis": 1, **e}))]
+    if op_name in ("softmax", "log_softmax") and _fl(dt):
+        out.append(Variant("large_logits", lambda gen: ([_logit_rows(dt, gen)], {"axis": 1}), quick=True))
     out += [Variant("scalar", build((), {"axis": 0}), quick=True),
             Variant("empty", build((0, 5), {"axis": 1})),
             Variant("strided", build((5, 12), {"axis": 1}), layout="strided"),

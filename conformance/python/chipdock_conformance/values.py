@@ -50,6 +50,40 @@ def specials(name: str) -> np.ndarray:
     return round_to(np.array(vals, np.float64), name)
 
 
+def special_pairs(names: Sequence[str]) -> list[np.ndarray]:
+    """Every combination of the special values of each input (the Cartesian product, one array per
+    input): NaN meets NaN, +0 meets -0, inf meets inf of both signs, in both orders."""
+    grids = np.meshgrid(*(np.arange(len(specials(n))) for n in names), indexing="ij")
+    return [specials(n)[g.reshape(-1)] for n, g in zip(names, grids, strict=True)]
+
+
+def neighbors(points: Sequence[float], name: str, steps: int = 3) -> np.ndarray:
+    """Each point rounded to dtype ``name`` and the ``steps`` representable values on each side of it
+    (the values a threshold separates); points beyond the dtype's range are dropped, NaN-free."""
+    dt = np_dtype(name)
+    out: list[np.ndarray] = []
+    for p in points:
+        r = round_to(np.array([p], np.float64), name)
+        if not np.isfinite(r.astype(np.float64)).all():
+            continue
+        up, down = [r], [r]
+        for _ in range(steps):  # np.nextafter in the dtype itself (ml_dtypes has it for bfloat16)
+            with np.errstate(over="ignore"):  # past the largest value: inf, dropped below
+                up.append(np.nextafter(up[-1], np.array([np.inf], dt)))
+                down.append(np.nextafter(down[-1], np.array([-np.inf], dt)))
+        vals = np.concatenate(down[:0:-1] + up)
+        out.append(vals[np.isfinite(vals.astype(np.float64))])
+    return np.concatenate(out).astype(dt) if out else np.zeros(0, dt)
+
+
+def limits(name: str) -> list[Any]:
+    """The finfo of ``name`` and of the wider float types a kernel may compute it in (float32 for the
+    16-bit types, then float64): the thresholds of a formula evaluated in any of them."""
+    chain = {"float16": ["float16", "float32", "float64"], "bfloat16": ["bfloat16", "float32", "float64"],
+             "float32": ["float32", "float64"], "float64": ["float64"]}[name]
+    return [finfo(n) for n in chain]
+
+
 def sample(name: str, shape: Sequence[int], gen: np.random.Generator, lo: float = -4.0, hi: float = 4.0,
            special: bool = False) -> np.ndarray:
     """An array of dtype ``name``: floats uniform in [lo, hi) rounded once, integers over
