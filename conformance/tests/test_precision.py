@@ -627,3 +627,24 @@ def test_cast_ties_are_midpoints_that_round_to_even(src, dst):
     if not src.startswith("int"):
         r = r.astype(np.float64)
         assert ((r == 0) & np.signbit(r)).any()  # half the smallest subnormal: a signed zero
+
+
+@pytest.mark.parametrize("op", ["sort", "argsort"])
+def test_sort_keys_tie_plus_and_minus_zero_and_nans_in_every_row(op):
+    for name in ("plain", "descending"):
+        (x,), attrs = _built(op, {"T": "float32"} if op == "sort" else {"T": "float32", "I": "int64"},
+                             f"special_keys_{name}")
+        assert attrs.get("descending", False) == (name == "descending")
+        v = x.astype(np.float64)
+        zero = v == 0
+        assert ((zero & np.signbit(v)).any(axis=1) & (zero & ~np.signbit(v)).any(axis=1)).all()
+        assert (np.isnan(v).sum(axis=1) >= 2).all()
+        # a sort that puts -0 before +0 (not stable on equal keys) differs in the bits
+        want = _oracle("sort", [x], attrs)
+        right = metrics.round_to(want.values[0], "float32")
+        unstable = right.copy()
+        for row in unstable:
+            z = np.flatnonzero(row == 0)
+            row[z] = np.sort(np.where(np.signbit(row[z]), -1.0, 1.0)) * 0.0  # -0s first, then +0s
+        assert precision.judge("sort", "float32", [right], want).status == "pass"
+        assert precision.judge("sort", "float32", [unstable], want).status == "fail"

@@ -720,6 +720,13 @@ def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant(f"specials_{tag}", build((6, 9), {"axis": -1, **e}, special=True), quick=True),
                 Variant(f"middle_transposed_{tag}", build((3, 4, 5), {"axis": 1, **e}), layout="transposed"),
                 Variant(f"long_{tag}", build((2, 5000), {"axis": 1, **e}))]
+    if ordering and _fl(dt):  # rows of equal keys only: +0 / -0 (equal, kept in order), NaNs, infinities
+        keys = round_to(np.array([0.0] * 8 + [-0.0] * 8 + [np.nan, np.inf, -np.inf] * 4 + [1.0, -1.0] * 6), dt)
+
+        def special_keys(gen: np.random.Generator, e: dict[str, Any]) -> tuple[Arrays, dict[str, Any]]:
+            return [np.stack([gen.permutation(keys) for _ in range(6)])], {"axis": 1, **e}
+        out += [Variant(f"special_keys_{'_'.join(e) or 'plain'}", lambda g, e=e: special_keys(g, e), quick=True)
+                for e in extra]
     if op_name in ("softmax", "log_softmax") and _fl(dt):
         out.append(Variant("large_logits", lambda gen: ([_logit_rows(dt, gen)], {"axis": 1}), quick=True))
     out += [Variant("scalar", build((), {"axis": 0}), quick=True),
