@@ -6,7 +6,10 @@ views, long reductions, large tensors) and values (+-0, +-inf, NaN,
 subnormals, large magnitudes). A case:
 
 1. draws its inputs in float64 from ``values.rng(seed, case id)`` and rounds
-   them once to the case dtypes on the host;
+   them once to the case dtypes on the host; besides random values, fixed
+   recipes reach the regions an op's semantics tell apart (overflow and
+   underflow thresholds from the dtypes' finfo, every pair of special values,
+   rounding ties, zeros of both signs, logits that overflow a naive softmax);
 2. runs ``chipdock.ops.<op>`` on the device under test and, for the
    ``tolerance`` class, on the reference (``ctx.reference``), with the same
    rounded inputs and the same memory layouts;
@@ -16,6 +19,9 @@ subnormals, large magnitudes). A case:
    with ``zero_sign_on_ties: unspecified``, a zero of either sign where the
    op compared +0 with -0, as the oracle's ``zero_ties`` marks);
    ``ulp`` within ``ulp[dtype]`` units of the correctly rounded result;
+   in every class NaN must be NaN, an infinity the same infinity, and a zero
+   the exact result's zero with its sign (unless the spec says
+   ``zero_sign: unspecified``: accumulations, whose zero sign is the order's);
    ``tolerance`` with the error in units of ``eps_out*|oracle| +
    eps_acc*magnitude`` (``precision_tables.tolerance``) no larger than
    ``max(multiple * the reference's own, floor)``. Integer outputs are
@@ -296,6 +302,9 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             ok = dev_units <= limit
             detail = (f"error {dev_units:.3g} units > limit {limit:.3g} (reference {ref_units:.3g} x {multiple:g}, "
                       f"floor {row['floor']}) at {e.worst_index}")
+            if np.isinf(dev_units):
+                detail = (f"{int(np.isinf(units).sum())} values whose NaN-ness, infinity or zero sign differs from "
+                          f"the oracle's, the first at {e.worst_index}")
         _merge(metrics, e.as_dict(), tol, source)
         if not ok:
             failures.append(f"output {k} ({out_dtype}): {detail}")

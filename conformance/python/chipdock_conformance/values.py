@@ -7,7 +7,10 @@ process, so a child process re-creates exactly the inputs of a case by id.
 Values are drawn in float64 and rounded once to the case dtype on the host;
 the oracle then sees the same rounded numbers as the devices. Special values
 (+-0, +-inf, NaN, the smallest subnormal and normal, the largest finite
-values, large magnitudes) are written over the first elements of a sample.
+values, large magnitudes) are written over the first elements of a sample;
+``special_pairs`` gives every combination of them for ops of several inputs,
+``neighbors`` the values either side of a threshold, and ``limits`` the
+dtypes whose finfo the thresholds come from.
 
 Layouts say how a host array reaches the device: ``contiguous``;
 ``transposed`` (a permuted view of a contiguous transpose); ``strided`` (every
