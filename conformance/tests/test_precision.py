@@ -648,3 +648,34 @@ def test_sort_keys_tie_plus_and_minus_zero_and_nans_in_every_row(op):
             row[z] = np.sort(np.where(np.signbit(row[z]), -1.0, 1.0)) * 0.0  # -0s first, then +0s
         assert precision.judge("sort", "float32", [right], want).status == "pass"
         assert precision.judge("sort", "float32", [unstable], want).status == "fail"
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_naive_exp_formulas_fail_their_thresholds(name):
+    """Kernels a vendor writes first, computed in float32 as 16-bit kernels do: each passes the random
+    values of its domain but breaks at a threshold the generator now reaches."""
+    naive = {
+        "sigmoid": lambda x: np.exp(x) / (1 + np.exp(x)),  # inf / inf past ln(max)
+        "tanh": lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1),  # inf / inf past ln(max) / 2
+        "silu": lambda x: x * np.exp(x) / (1 + np.exp(x)),
+    }
+    for op, f in naive.items():
+        (x,), attrs = _built(op, {"T": name}, "thresholds")
+        want = _oracle(op, [x], attrs)
+        with np.errstate(all="ignore"):
+            got = f(x.astype(np.float32))
+        assert precision.judge(op, name, [metrics.round_to(got.astype(np.float64), name)], want).status == "fail"
+        wide = np.abs(x.astype(np.float64))
+        safe = (wide > 0.5) & (wide < 20)  # the same formula inside the domain is fine (tanh cancels near 0)
+        assert precision.judge(op, name, [metrics.round_to(got[safe].astype(np.float64), name)],
+                               _oracle(op, [x[safe]], attrs)).status == "pass", op
+
+
+def test_a_float16_accumulator_fails_the_partial_sums_that_overflow():
+    (x,), attrs = _built("sum", {"T": "float16"}, "partial_sums_overflow")
+    want = _oracle("sum", [x], attrs)
+    with np.errstate(over="ignore"):
+        in_f16 = np.cumsum(x, axis=1, dtype=np.float16)[:, -1]
+    in_f32 = metrics.round_to(x.astype(np.float32).sum(axis=1).astype(np.float64), "float16")
+    assert precision.judge("sum", "float16", [in_f32], want).status == "pass"
+    assert precision.judge("sum", "float16", [in_f16], want).status == "fail"
