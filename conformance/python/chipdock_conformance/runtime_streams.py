@@ -47,6 +47,7 @@ from .runtime_support import (
     compare_bytes,
     opened_at_exit,
     pattern,
+    status_name,
     wait_until,
 )
 
@@ -333,17 +334,22 @@ def _held_work(s: Session, value: int) -> tuple[int, Any, np.ndarray, np.ndarray
 
 
 def waits_for_held_work(s: Session, slot: str) -> dict[str, Any]:
-    """`slot` (stream_destroy or stream_synchronize) blocks until the
-    stream's enqueued work has completed: called on a thread while a gate
-    holds that work, it has not returned while the gate is closed (or, where
-    gates do not hold later work, the work is complete when it returns), it
-    returns once the gate opens, and the work is complete then."""
+    """`slot` (stream_destroy, stream_synchronize, or event_synchronize of
+    an event recorded after the work) blocks until that work has completed:
+    called on a thread while a gate holds it, it has not returned while the
+    gate is closed (or, where gates do not hold later work, the work is
+    complete when it returns), it returns once the gate opens, and the work
+    is complete then."""
     s.require_slot(*ASYNC_SLOTS)
     st, gate, host, expected = _held_work(s, 0x5D)
     with opened_at_exit(gate):
+        handle = st
         if slot == "stream_destroy":
             s.forget_stream(st)
-        call = Background(s, slot, st)
+        elif slot == "event_synchronize":
+            handle = s.event(s.abi.EVENT_DISABLE_TIMING)
+            s.call("event_record", handle, st)
+        call = Background(s, slot, handle)
         early = _watch_while_held(call, "a gate held the stream", [("the d2h enqueued before it", host.copy, expected)])
         gate.open()
         call.finish()
@@ -586,8 +592,15 @@ def elapsed_refusals(s: Session) -> None:
     gate = s.gate(st)
     with opened_at_exit(gate):
         s.call("event_record", pending, st)
-        if s.call("event_query", pending) == 0:
-            s.expect_error("NOT_READY", "event_elapsed_time", timed, pending)
+        # Elapsed first, query after: completion is sticky, so an event still
+        # pending at the query was pending at the elapsed call too (the other
+        # order races with a completion in between where gates do not hold).
+        code, message, ms = s.api.event_elapsed_time(timed, pending)
+        if s.call("event_query", pending) == 0 and (code != s.abi.STATUS["NOT_READY"] or not message
+                                                    or ms != s.abi.SENTINEL_F32):
+            got = f"success ({ms} ms)" if code == 0 else f"{status_name(code)} ({message or 'no message'})"
+            raise CheckFailed(f"event_elapsed_time(timed, pending) on an event still pending afterwards must fail "
+                              f"with CD_STATUS_NOT_READY and a message, leaving its out-pointer; got {got}")
     s.call("stream_synchronize", st)
     s.call("event_elapsed_time", timed, pending)
 
@@ -611,6 +624,7 @@ def collect() -> list[Case]:
         *(case(STREAMS, f"device_synchronize[release={','.join(map(str, o))}]",
                lambda s, o=o: device_synchronize(s, o)) for o in RELEASE_ORDERS),
         case(EVENTS, "states", event_states),
+        case(EVENTS, "synchronize_waits", lambda s: waits_for_held_work(s, "event_synchronize")),
         case(EVENTS, "rerecord", event_rerecord),
         case(EVENTS, "elapsed_plausible", elapsed_plausible),
         case(EVENTS, "elapsed_busy[held_between]", elapsed_covers_held_work),
