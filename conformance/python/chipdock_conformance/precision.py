@@ -574,7 +574,7 @@ def _linalg(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     if op_name == "gemm":
         return [Variant("bias_row", f([(7, 9), (9, 11), (11,)], {"alpha": 0.5, "beta": 2.0}), quick=True),
                 Variant("trans", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}), quick=True),
-                # trans flags over transposed storage: the kernel sees a (7, 9) matrix in column-major order
+                # trans flags over transposed storage: a's view is (9, 7) with strides (1, 9): op(a) is row-major
                 Variant("trans_transposed_storage", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}),
                         quick=True, layout=("transposed", "transposed", "transposed")),
                 Variant("transposed_storage", f([(7, 9), (9, 11), (11,)], {"alpha": 1.5}), quick=True,
