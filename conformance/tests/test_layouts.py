@@ -220,7 +220,8 @@ def test_a_kernel_that_ignores_the_byte_offset_fails_the_offset_cases(quick_case
 
 # ------------------------------------------------------------------ the quick suite's gaps
 
-def _built(cases: dict[str, Any], cid: str) -> tuple[list[np.ndarray | None], dict[str, Any], Any]:
+def _built(cid: str) -> tuple[list[np.ndarray | None], dict[str, Any], Any]:
+    """The inputs, attributes and Variant of the case ``cid`` (built as the case builds them)."""
     _, op, label, name = cid.split("/")
     spec = precision._spec()["ops"][op]
     for sig in precision.signatures(op, spec, None if spec.get("view") else _registered()[op]):
@@ -243,26 +244,26 @@ def test_every_reduction_and_axis_op_gets_rows_past_4096_in_quick(quick_cases):
         for n in precision.LONG_ROWS:
             cid = next((c for c in quick_cases if c.startswith(f"ops/{op}/") and c.endswith(f"/row_{n}")), None)
             assert cid is not None, f"{op}: no row of {n} in quick"
-            arrays, _, _ = _built(quick_cases, cid)
+            arrays, _, _ = _built(cid)
             assert arrays[0] is not None and arrays[0].shape[-1] == n > 4096
     for op in ("layer_norm", "rms_norm"):
         assert f"ops/{op}/float32/row_8193" in quick_cases
 
 
 def test_quick_has_transposed_matmul_operands_dilated_convs_a_2d_norm_scale_and_large_copies(quick_cases):
-    _, _, mm = _built(quick_cases, "ops/matmul/float32/transposed")
+    _, _, mm = _built("ops/matmul/float32/transposed")
     assert precision.input_layouts(mm.layout, 2) == ["transposed", "transposed"]
-    _, attrs, gemm = _built(quick_cases, "ops/gemm/float32/trans_transposed_storage")
+    _, attrs, gemm = _built("ops/gemm/float32/trans_transposed_storage")
     assert attrs["trans_a"] and attrs["trans_b"] and precision.input_layouts(gemm.layout, 2) == ["transposed"] * 2
     for cid in ("ops/conv2d/float32/dilation", "ops/conv_transpose2d/float32/dilation",
                 "ops/conv2d_fused/float32/relu", "ops/max_pool2d/float32/ceil_dilation"):
-        assert max(_built(quick_cases, cid)[1]["dilation"]) > 1, cid
+        assert max(_built(cid)[1]["dilation"]) > 1, cid
     for op in ("layer_norm", "rms_norm"):
-        arrays, _, _ = _built(quick_cases, f"ops/{op}/float32/two_dims")
+        arrays, _, _ = _built(f"ops/{op}/float32/two_dims")
         assert arrays[1] is not None and arrays[1].ndim == 2
     for cid in quick_cases:
         if cid.startswith("ops/reshape/") and cid.endswith("/copy_large"):
-            arrays, _, _ = _built(quick_cases, cid)
+            arrays, _, _ = _built(cid)
             assert arrays[0] is not None and arrays[0].nbytes > 64 * 1024, cid
 
 
