@@ -59,7 +59,15 @@ class Variant:
     name: str
     build: Builder
     quick: bool = False
-    layout: str = "contiguous"  # applied to the first input (the others stay contiguous)
+    # a str: the first input's layout (the others stay contiguous); a tuple: each input's, in order
+    # (inputs past its end stay contiguous). Names from values.LAYOUTS.
+    layout: str | tuple[str, ...] = "contiguous"
+
+
+def input_layouts(layout: str | tuple[str, ...], n: int) -> list[str]:
+    """The layout of each of ``n`` inputs for a Variant's ``layout``."""
+    given = (layout,) if isinstance(layout, str) else tuple(layout)
+    return [given[i] if i < len(given) else "contiguous" for i in range(n)]
 
 
 @dataclass
@@ -149,23 +157,44 @@ def override(op_name: str, dtype: str, key: str) -> Any:
 
 # ------------------------------------------------------------------ running
 
-def _upload(arrays: Arrays, device: str, layout: str) -> list[Any]:
-    out = []
-    for i, a in enumerate(arrays):
-        out.append(None if a is None else V.upload(a, device, layout if i == 0 else "contiguous"))
-    return out
+def _upload(arrays: Arrays, device: str, layout: str | tuple[str, ...]) -> list[V.Uploaded | None]:
+    return [None if a is None else V.upload_view(a, device, how)
+            for a, how in zip(arrays, input_layouts(layout, len(arrays)), strict=True)]
+
+
+class InputChanged(Exception):
+    """An op changed the memory of one of its inputs (inside its view or in the allocation around it)."""
+
+
+def _input_names(op_name: str, n: int) -> list[str]:
+    """The spec's name of each of ``n`` inputs (a variadic port: ``name[i]``)."""
+    ports = _ports(_spec()["ops"][op_name]["inputs"])
+    if any(item.get("variadic") for _, _, item in ports):
+        return [f"{ports[0][0]}[{i}]" for i in range(n)]
+    return [ports[i][0] if i < len(ports) else str(i) for i in range(n)]
+
+
+def _check_inputs(op_name: str, device: str, uploads: list[V.Uploaded | None]) -> None:
+    """Every input allocation read back and compared bit for bit with what was uploaded."""
+    for i, (u, name) in enumerate(zip(uploads, _input_names(op_name, len(uploads)), strict=True)):
+        where = None if u is None else u.changed()
+        if where is not None:
+            raise InputChanged(f"{op_name} on {device} wrote into input {i} ({name}): {where}")
 
 
 def _api_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
-def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, layout: str) -> list[np.ndarray]:
-    """``chipdock.ops.<op>`` on ``device``; the outputs as NumPy arrays (inputs and outputs released)."""
+def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str,
+           layout: str | tuple[str, ...]) -> list[np.ndarray]:
+    """``chipdock.ops.<op>`` on ``device``; the outputs as NumPy arrays (inputs and outputs released).
+    Raises InputChanged when, after the op, an input's allocation no longer holds what was uploaded."""
     import chipdock
 
     fn = getattr(chipdock.ops, op_name)
-    tensors = _upload(arrays, device, layout)
+    uploads = _upload(arrays, device, layout)
+    tensors = [None if u is None else u.view for u in uploads]
     kwargs = _api_attrs(attrs)
     spec = _spec()["ops"][op_name]
     if not spec["inputs"]:
@@ -180,6 +209,7 @@ def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, lay
     got = [V.download(t) for t in outs]
     del outs, result, tensors
     chipdock.device(device).synchronize()
+    _check_inputs(op_name, device, uploads)
     return got
 
 
@@ -780,12 +810,18 @@ def _linalg(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant("specials", _with_specials(f([(6, 10), (10, 4)])), quick=True),
                 Variant("batch_broadcast", f([(2, 1, 7, 9), (3, 9, 4)]), quick=True),
                 Variant("vector", f([(9,), (9, 5)])),
-                Variant("transposed", f([(13, 11), (11, 6)]), layout="transposed"),
+                Variant("transposed", f([(13, 11), (11, 6)]), quick=True, layout=("transposed", "transposed")),
+                Variant("transposed_b", f([(2, 5, 11), (2, 11, 6)]), quick=True, layout=("contiguous", "transposed")),
                 Variant("empty_k", f([(4, 0), (0, 3)]), quick=True),
                 Variant("large", f([(256, 512), (512, 256)]))]
     if op_name == "gemm":
         return [Variant("bias_row", f([(7, 9), (9, 11), (11,)], {"alpha": 0.5, "beta": 2.0}), quick=True),
                 Variant("trans", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}), quick=True),
+                # trans flags over transposed storage: a's view is (9, 7) with strides (1, 9): op(a) is row-major
+                Variant("trans_transposed_storage", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}),
+                        quick=True, layout=("transposed", "transposed", "transposed")),
+                Variant("transposed_storage", f([(7, 9), (9, 11), (11,)], {"alpha": 1.5}), quick=True,
+                        layout=("transposed", "transposed")),
                 Variant("no_c", f([(5, 64), (64, 3), None])),
                 Variant("large", f([(300, 200), (200, 100), (300, 1)]))]
     raise KeyError(op_name)
@@ -800,13 +836,15 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                                              {**conv, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
                 Variant("groups_dilation", f([(1, 4, 8, 7), (4, 2, 3, 2), None],
                                              {**conv, "groups": 2, "dilation": [2, 1]})),
+                Variant("dilation", f([(1, 3, 11, 10), (4, 3, 3, 3), (4,)],
+                                      {**conv, "dilation": [2, 3], "padding": [2, 1, 0, 3]}), quick=True),
                 Variant("large", f([(4, 16, 32, 32), (32, 16, 3, 3), (32,)], {**conv, "padding": [1, 1, 1, 1]}))]
     if op_name == "conv2d_fused":
         relu = {**conv, "activation": "relu"}
         return [Variant("residual_relu", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 6, 5, 5)],
                                            {**relu, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
                 Variant("relu", f([(1, 4, 8, 7), (4, 2, 3, 2), (4,), None],
-                                  {**relu, "groups": 2, "dilation": [2, 1]})),
+                                  {**relu, "groups": 2, "dilation": [2, 1]}), quick=True),
                 Variant("residual", f([(2, 8, 6, 6), (8, 8, 1, 1), (8,), (2, 8, 6, 6)],
                                       {**conv, "activation": "none"})),
                 Variant("nhwc", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 5, 5, 6)],
@@ -820,6 +858,7 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                                              {**ct, "stride": [2, 2], "padding": [1, 1, 1, 1],
                                               "output_padding": [1, 1]}), quick=True),
                 Variant("groups", f([(1, 4, 4, 6), (4, 2, 2, 3), None], {**ct, "groups": 2})),
+                Variant("dilation", f([(1, 3, 5, 4), (3, 2, 3, 2), (2,)], {**ct, "dilation": [2, 3]}), quick=True),
                 Variant("large", f([(2, 16, 16, 16), (16, 8, 4, 4), (8,)], {**ct, "stride": [2, 2]}))]
     if op_name in ("max_pool2d", "avg_pool2d"):
         base: dict[str, Any] = {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1]}
@@ -829,7 +868,8 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                     return [_draw(dt, shape, gen, special=_fl(dt))], attrs
                 return run
             return [Variant("stride_pad", pool((2, 3, 9, 9), base), quick=True),
-                    Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]})),
+                    Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]}),
+                            quick=True),
                     Variant("large", pool((4, 16, 64, 64), {"kernel": [2, 2]}))]
         return [Variant("stride_pad", f([(2, 3, 9, 9)], base), quick=True),
                 Variant("include_pad_ceil", f([(1, 2, 8, 7)], {**base, "count_include_pad": True,
@@ -847,13 +887,16 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     if op_name in ("layer_norm", "rms_norm"):
         bias = [] if op_name == "rms_norm" else [(33,)]
         return [Variant("rows", f([(7, 33), (33,)] + bias, lo=-2.0, hi=3.0), quick=True),
-                Variant("two_dims", f([(2, 3, 4, 5), (4, 5)] + ([(4, 5)] if bias else []))),
+                Variant("two_dims", f([(2, 3, 4, 5), (4, 5)] + ([(4, 5)] if bias else [])), quick=True),
                 Variant("long", f([(3, 5000), (5000,)] + ([(5000,)] if bias else []))),
+                *[Variant(f"row_{n}", f([(2, n), (n,)] + ([(n,)] if bias else [])), quick=True) for n in LONG_ROWS],
+                Variant("two_dims_long", f([(2, 3, 4099), (3, 4099)] + ([(3, 4099)] if bias else []))),
                 Variant("strided", f([(6, 8), (8,)] + ([None] if bias else [])), layout="strided"),
                 Variant("large", f([(1024, 1024), (1024,)] + ([(1024,)] if bias else [])))]
     if op_name == "group_norm":
         return [Variant("groups3", f([(2, 6, 5), (6,), (6,)], {"num_groups": 3}, lo=-2.0, hi=3.0), quick=True),
                 Variant("nchw", f([(2, 4, 3, 3), (4,), (4,)], {"num_groups": 2})),
+                Variant("long_groups", f([(1, 4, 4099), (4,), (4,)], {"num_groups": 2}), quick=True),
                 Variant("large", f([(8, 32, 64, 64), (32,), (32,)], {"num_groups": 8}))]
     if op_name == "local_response_norm":
         return [Variant("size3", f([(2, 7, 5)], {"size": 3}, lo=-3.0, hi=3.0), quick=True),
@@ -885,7 +928,8 @@ def _movement(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]
 
     table: dict[str, list[Variant]] = {
         "reshape": [Variant("split_dim", x_only((6, 35), {"shape": [3, 2, -1]}), quick=True),
-                    Variant("transposed", x_only((5, 7), {"shape": [35]}), layout="transposed", quick=True)],
+                    Variant("transposed", x_only((5, 7), {"shape": [35]}), layout="transposed", quick=True),
+                    Variant("copy_large", x_only((70, 1000), {"shape": [1000, 70]}), quick=True)],
         "transpose": [Variant("perm", x_only((2, 3, 5), {"perm": [2, 0, 1]}), quick=True),
                       Variant("reverse_strided", x_only((4, 6), {"perm": []}), layout="strided")],
         "expand": [Variant("broadcast", x_only((3, 1), {"shape": [2, 3, 5]}), quick=True)],
@@ -894,6 +938,8 @@ def _movement(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]
                                                   _of(dt, (1, 3), g)], {"axis": 0})), quick=True),
                    Variant("axis1_transposed", b(lambda g: ([_of(dt, (5, 2), g), _of(dt, (5, 3), g)], {"axis": 1})),
                            layout="transposed"),
+                   Variant("copy_large", b(lambda g: ([_of(dt, (35, 1000), g), _of(dt, (35, 1000), g)], {"axis": 0})),
+                           quick=True),
                    Variant("large", b(lambda g: ([_of(dt, (512, 1024), g), _of(dt, (512, 1024), g)], {"axis": 1})))],
         "split": [Variant("sizes", x_only((7, 5), {"axis": 0, "sizes": [2, 4, 1]}), quick=True),
                   Variant("num_strided", x_only((4, 9), {"axis": 1, "num": 3}), layout="strided")],
@@ -967,17 +1013,95 @@ SPECIAL: dict[str, Callable[[str, dict[str, Any], Signature], list[Variant]]] = 
 
 
 def variants(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
-    """The input recipes of one (op, signature): by name in SPECIAL, else by the op's shape rule."""
-    if op_name in SPECIAL:
-        return SPECIAL[op_name](op_name, op, sig)
+    """The input recipes of one (op, signature): by name in SPECIAL, else by the op's shape rule; then
+    the same inputs in every view layout (``view_*``) and, for row ops, rows past 4096."""
     rule = op["shape"]
-    if rule in ("broadcast", "same"):
-        return _elementwise(op_name, op, sig)
-    if rule in ("reduce", "reduce_axis"):
-        return _reduce(op_name, op, sig)
-    if rule == "same_axis":
-        return _axis_op(op_name, op, sig)
-    raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
+    if op_name in SPECIAL:
+        recipe = SPECIAL[op_name](op_name, op, sig)
+    elif rule in ("broadcast", "same"):
+        recipe = _elementwise(op_name, op, sig)
+    elif rule in ("reduce", "reduce_axis"):
+        recipe = _reduce(op_name, op, sig)
+    elif rule == "same_axis":
+        recipe = _axis_op(op_name, op, sig)
+    else:
+        raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
+    return recipe + _long_rows(rule, recipe) + _view_layouts(op, recipe)
+
+
+# The layouts every (op, signature) also gets, applied to every input, each with whether the quick suite
+# runs it: a kernel must read each input through its view (byte_offset, any stride sign, stride 0), and
+# one that asks for contiguous inputs gets them from the core's copy.
+VIEW_LAYOUTS: tuple[tuple[str, bool], ...] = (
+    ("offset", True), ("negative", True), ("zero_stride", True), ("transposed", False), ("strided", False))
+LONG_ROWS = (4099, 8193)  # row lengths past one 4096-element block (tiles, shared-memory rows, ...)
+
+
+def _view_base(recipe: list[Variant]) -> Variant | None:
+    """The recipe the view layouts reuse: the first quick one whose inputs include one of two dims or
+    more (else one of more than one element)."""
+    fallback = None
+    for v in recipe:
+        if not v.quick:
+            continue
+        arrays, _ = v.build(V.rng(0, "view-base", v.name))
+        shaped = [a for a in arrays if a is not None and a.size > 1]
+        if any(a.ndim >= 2 for a in shaped):
+            return v
+        if shaped and fallback is None:
+            fallback = v
+    return fallback
+
+
+def _view_layouts(op: dict[str, Any], recipe: list[Variant]) -> list[Variant]:
+    ports = _ports(op["inputs"])
+    base = _view_base(recipe) if ports else None
+    if base is None:
+        return []
+    variadic = any(item.get("variadic") for _, _, item in ports)
+    # zero_stride on every input but indices (ports that index another: equal scatter targets would make
+    # the result depend on the order of writes); an input it reaches is made constant along that dim
+    broadcast = [variadic or "indexes" not in item for _, _, item in ports]
+    count = 64 if variadic else len(ports)  # a variadic port: as many inputs as a recipe gives
+    out = []
+    for layout, quick in VIEW_LAYOUTS:
+        if layout == "zero_stride":
+            chosen = tuple(layout if variadic or broadcast[i] else "contiguous" for i in range(count))
+            out.append(Variant(f"view_{layout}", _constant_along(base.build, chosen), quick, chosen))
+        else:
+            out.append(Variant(f"view_{layout}", base.build, quick, (layout,) * count))
+    return out
+
+
+def _constant_along(build: Builder, layouts: tuple[str, ...]) -> Builder:
+    """``build``'s inputs, those with a zero_stride layout made constant along their zero-stride dim."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        chosen = input_layouts(layouts, len(arrays))
+        return [V.constant_along(a) if a is not None and how == "zero_stride" else a
+                for a, how in zip(arrays, chosen, strict=True)], attrs
+    return run
+
+
+def _long_rows(rule: str, recipe: list[Variant]) -> list[Variant]:
+    """Reductions and axis ops: their long-row recipe (``long_rows``, ``long_plain``) with rows of
+    LONG_ROWS elements, in the quick suite (two rows: cheap)."""
+    name = {"reduce": "long_rows", "reduce_axis": "long_rows", "same_axis": "long_plain"}.get(rule)
+    base = next((v for v in recipe if v.name == name), None)
+    if base is None:
+        return []
+    return [Variant(f"row_{n}", _rows_of(base.build, n), True, base.layout) for n in LONG_ROWS]
+
+
+def _rows_of(build: Builder, length: int) -> Builder:
+    """``build``'s first input cut to two rows, each repeated to ``length`` elements along the last dim."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        x = arrays[0]
+        assert x is not None and x.ndim == 2, "a long-row recipe has one 2-d input"
+        rows = np.take(x[:2], np.arange(length) % x.shape[1], axis=1)
+        return [rows, *arrays[1:]], attrs
+    return run
 
 
 # ------------------------------------------------------------------ cases
@@ -1003,7 +1127,10 @@ def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Cal
             return CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
         guarded = _guard_on(ctx.device)
         before = _fallbacks(ctx.device, op_name)
-        got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+        try:
+            got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+        except InputChanged as exc:
+            return _with_guard(CaseResult("fail", str(exc)), _guard_violations(ctx.device) if guarded else [])
         violations = _guard_violations(ctx.device) if guarded else []
         if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
             return CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
@@ -1014,12 +1141,16 @@ def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Cal
             # The reference judged against itself would always pass: it gets the floor alone.
             if _device_label(ctx.reference) != _device_label(ctx.device):
                 reference = run_op(op_name, arrays, attrs, ctx.reference, variant.layout)
-        result = judge(op_name, sig.main, got, want, reference)
-        if violations:
-            result.status = "fail"
-            result.reason = "; ".join(filter(None, [result.reason, "memory guard: " + "; ".join(violations)]))
-        return result
+        return _with_guard(judge(op_name, sig.main, got, want, reference), violations)
     return run
+
+
+def _with_guard(result: CaseResult, violations: list[str]) -> CaseResult:
+    """The case fails too when the allocation guard saw writes outside an allocation."""
+    if violations:
+        result.status = "fail"
+        result.reason = "; ".join(filter(None, [result.reason, "memory guard: " + "; ".join(violations)]))
+    return result
 
 
 def _device_label(spec: str) -> str:
