@@ -47,6 +47,7 @@ from . import values as V
 from .case import Case, CaseResult, Context
 from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error, zero_sign_mismatch
 from .oracles import ORACLES, Result
+from .quick_selection import is_quick
 
 Arrays = list[np.ndarray | None]
 Builder = Callable[[np.random.Generator], tuple[Arrays, dict[str, Any]]]
@@ -1163,7 +1164,7 @@ def _missing(op_name: str, why: str) -> Callable[[Context], CaseResult]:
 
 
 def collect(ctx: Context) -> list[Case]:
-    """Every precision case for ``ctx.device`` (quick: the subset marked quick), in a fixed order."""
+    """Every precision case for ``ctx.device`` (quick: the quick selection, see quick_selection), in a fixed order."""
     spec = _spec()
     registered = _registered(ctx.device)
     cases: list[Case] = []
@@ -1179,10 +1180,11 @@ def collect(ctx: Context) -> list[Case]:
                 cases.append(Case(cid, "ops", f"ops.{op_name}", _missing(op_name, str(exc)), True, op_name, sig.label))
                 continue
             for v in recipe:
-                if ctx.level == "quick" and not v.quick:
-                    continue
                 cid = f"ops/{op_name}/{sig.label}/{v.name}"
-                cases.append(Case(cid, "ops", f"ops.{op_name}", _runner(op_name, cid, v, sig), v.quick, op_name,
+                quick = is_quick(cid, v.quick)
+                if ctx.level == "quick" and not quick:
+                    continue
+                cases.append(Case(cid, "ops", f"ops.{op_name}", _runner(op_name, cid, v, sig), quick, op_name,
                                   sig.label))
     return cases
 
