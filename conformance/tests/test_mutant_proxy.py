@@ -109,6 +109,12 @@ def test_python_layout_matches_the_c_header():
     assert {k.lower(): int(v) for k, v in codes.items()} == mc.OPERATORS
 
 
+def test_dtype_codes_are_the_cores():
+    from chipdock._dtypes import BY_CODE
+
+    assert mc.DTYPE_CODES == {dtype.name: code for code, dtype in BY_CODE.items()}
+
+
 def test_control_set_writes_the_record(tmp_path: Path):
     path = mc.write_control(tmp_path / "c")
     with mc.Control(path) as control:
@@ -322,7 +328,18 @@ def f32_bits(value: float) -> int:
     ],
 )
 def test_each_kernel_operator_has_its_effect_and_clears(proxy_env, operator):
-    result = kernel_mutant(proxy_env, operator, k=3)
+    check_kernel_effect(operator, kernel_mutant(proxy_env, operator, k=3))
+
+
+@pytest.mark.parametrize("operator", ["perturb_ulp", "flip_zero_sign", "write_input", "late_finish", "skip_last"])
+def test_kernel_operators_through_synchronous_copies(proxy_env, operator):
+    """The path for a target without async copies or host callbacks
+    (stream_synchronize + synchronous copies), forced on the CPU backend."""
+    env = dict(proxy_env, CHIPDOCK_MUTANT_SYNC_EDITS="1")
+    check_kernel_effect(operator, kernel_mutant(env, operator, k=3))
+
+
+def check_kernel_effect(operator: str, result: dict) -> None:
     last = result["effects"][-1]
     diff, got, expected = last["diff"], last["got"], last["expected"]
     assert result["applied"] >= 1, result
