@@ -694,6 +694,9 @@ static cd_error* call_ignoring_byte_offset(const wrapped_kernel* kernel, const c
 static void* late_write_back(void* user_data) {
   edit_job* job = (edit_job*)user_data;
   sleep_ms(MUTANT_LATE_MS);
+  if (g_target->device_set_current != NULL) { /* thread-bound runtimes copy on the current device */
+    log_and_drop("device_set_current", g_target->device_set_current(job->device));
+  }
   log_and_drop("late_finish write-back",
                g_target->memcpy_host_to_device(job->device, job->device_bytes, job->host, job->bytes));
   job_free_now(job);
