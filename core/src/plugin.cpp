@@ -61,6 +61,7 @@ namespace {
 std::mutex g_log_mutex;
 std::deque<std::pair<int32_t, std::string>> g_log;
 constexpr size_t kMaxLogEntries = 1000;
+uint64_t g_log_total = 0;  // messages ever logged (g_log keeps the last kMaxLogEntries)
 
 cd_status_t core_kernel_register(cd_kernel_registry* registry, const cd_kernel_def* def) noexcept {
   if (registry == nullptr || def == nullptr || def->op == nullptr || def->fn == nullptr ||
@@ -90,6 +91,7 @@ void core_log(cd_log_level_t level, const char* message) noexcept {
   try {
     std::lock_guard<std::mutex> lock(g_log_mutex);
     g_log.emplace_back(level, message ? message : "");
+    ++g_log_total;
     if (g_log.size() > kMaxLogEntries) g_log.pop_front();
   } catch (...) {
   }
@@ -124,6 +126,18 @@ const RequiredSlot kRequiredSlots[] = {
 }
 
 std::string describe_string(const char* s) { return s ? "'" + std::string(s) + "'" : "NULL"; }
+
+uint64_t log_total() {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  return g_log_total;
+}
+
+// The last message logged since log_total() was `since`, as ": <message>", or "".
+std::string last_log_since(uint64_t since) {
+  std::lock_guard<std::mutex> lock(g_log_mutex);
+  if (g_log_total == since || g_log.empty()) return "";
+  return ": " + g_log.back().second;
+}
 
 }  // namespace
 
@@ -166,10 +180,13 @@ std::shared_ptr<Plugin> Plugin::load(const Manifest& manifest) {
   if (entry == nullptr) {
     refuse(manifest, "the library exports no entry symbol '" CD_PLUGIN_ENTRY_SYMBOL "'");
   }
+  const uint64_t logged_before_entry = log_total();
   const cd_plugin_api* table = entry(&kCoreApi);
   if (table == nullptr) {
+    // A plugin that refuses says why in the log; the refusal quotes its last word.
     refuse(manifest, "the plugin refused this core (core ABI " + std::to_string(CD_ABI_VERSION_MAJOR) +
-                         "." + std::to_string(CD_ABI_VERSION_MINOR) + ", core " + kCoreVersion + ")");
+                         "." + std::to_string(CD_ABI_VERSION_MINOR) + ", core " + kCoreVersion + ")" +
+                         last_log_since(logged_before_entry));
   }
   plugin->negotiate(table);
   plugin->probe_devices();
