@@ -278,12 +278,10 @@ def test_remaining_work_resumes_after_the_cases_that_ran():
     assert outcomes[a.id].done
 
 
-def test_chunks_keep_runtime_mutants_alone():
-    kernels = [_mutant("add", cases=["c"] * 300), _mutant("neg", cases=["c"] * 300)]
-    rt = M.Mutant("runtime/event_early", "runtime.events", "event_early", 23, 0, cases=["c"])
-    chunks = M._chunks([kernels[0], rt, kernels[1]], first_kill=False)
-    assert [[m.id for m in c] for c in chunks] == [[kernels[0].id, kernels[1].id], [rt.id]] or \
-        [[m.id for m in c] for c in chunks] == [[rt.id], [kernels[0].id, kernels[1].id]]
+def test_chunks_cut_by_cases_to_run():
+    big = [_mutant(op, cases=["c"] * 300) for op in ("add", "neg", "abs")]
+    assert [len(c) for c in M._chunks(big, first_kill=False)] == [2, 1]  # 600 cases, then 300
+    assert [len(c) for c in M._chunks(big, first_kill=True)] == [3]  # most stop at their first case
 
 
 # ---------------------------------------------------------------------------------------------- the CLI
@@ -320,3 +318,86 @@ def test_plain_conformance_is_unchanged_by_the_new_options(tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "report.json").read_text())["summary"]["pass"] == 1
     assert not (tmp_path / "mutation.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+NEG_MUTANTS = ["ops/neg/float32/perturb_ulp", "ops/neg/float32/skip_last", "ops/neg/float32/late_finish",
+               "ops/neg/float32/other_stream", "ops/neg/float32/flip_zero_sign", "ops/neg/float32/drop_nan",
+               "ops/neg/float32/write_input"]
+
+
+def _proxy_or_skip():
+    C = pytest.importorskip("chipdock_conformance.mutation_control")
+    try:
+        C.proxy_library()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def neg_run(tmp_path_factory):
+    """A kill-matrix run at full level over two cases: neg of a random float32 scalar (never ±0, never NaN:
+    flip_zero_sign and drop_nan cannot trigger there, the planted survivors) and the runtime's in-order
+    streams case, with neg's mutants and one runtime operator; flip_zero_sign is accepted by a file of the
+    test's own."""
+    _proxy_or_skip()
+    out = tmp_path_factory.mktemp("neg")
+    accepted = out / "accepted.yaml"
+    accepted.write_text("accepted:\n  - op: neg\n    operator: flip_zero_sign\n    reason: planted by the test\n")
+    opts = M.MutationOptions(device="cpu", level="full", only=["ops/neg/float32/scalar", "runtime/streams/in_order"],
+                             mutants=[*NEG_MUTANTS, "runtime/async_copy_now"], report_dir=out, kill_matrix=True,
+                             select_quick=out / "quick.json", accepted=accepted, timeout=60)
+    return M.run(opts), out
+
+
+def test_end_to_end_kills_what_it_should_and_reports_the_survivors(neg_run):
+    report, out = neg_run
+    assert json.loads((out / "mutation.json").read_text()) == report
+    assert report["baseline"] == {"cases": 2, "passed": 2, "failed": [], "skipped": []}
+    got = {m["id"]: m for m in report["mutants"]}
+    assert set(got) == {*NEG_MUTANTS, "runtime/async_copy_now"}
+    for mid in ("perturb_ulp", "skip_last", "late_finish", "other_stream"):
+        m = got[f"ops/neg/float32/{mid}"]
+        assert (m["status"], m["kills"], m["how"]) == ("killed", ["ops/neg/float32/scalar"], "fail"), m
+        assert m["applied"] >= 1
+    assert got["ops/neg/float32/drop_nan"]["reason"] == "never triggered"
+    assert got["ops/neg/float32/flip_zero_sign"]["status"] == "accepted"
+    assert got["ops/neg/float32/flip_zero_sign"]["reason"] == "accepted: planted by the test"
+    write = got["ops/neg/float32/write_input"]
+    assert write["applied"] >= 1 and (write["status"] == "killed" or write["reason"].startswith("triggered"))
+    copy = got["runtime/async_copy_now"]
+    assert copy["status"] == "killed" and "runtime/streams/in_order" in copy["kills"]
+    total = report["summary"]["total"]
+    assert total["accepted"] == 1 and total["all"] == 8
+    assert total["score"] == round(total["killed"] / (8 - 1), 4)
+    assert {g["name"] for g in report["summary"]["groups"]} == {"ops.neg", "runtime.streams"}
+
+
+def test_select_quick_keeps_every_kill(neg_run):
+    report, out = neg_run
+    selection = json.loads((out / "quick.json").read_text())
+    assert selection["mutants_killed_by_selection"] == selection["mutants_killed_by_full"] == \
+        report["summary"]["total"]["killed"]
+    assert "ops/neg/*/scalar" in selection["variants"]
+    assert set(selection["variants"]) <= {"ops/neg/*/scalar", "runtime/streams/in_order"}
+
+
+def test_a_mutant_that_crashes_or_hangs_the_worker_is_killed_and_a_failing_baseline_exits_1(tmp_path):
+    """Cases that crash or hang on a wrong neg: the worker dies, the kill is recorded as such, a new worker goes
+    on with the next case (kill matrix). A case that fails unmutated is reported and cannot kill."""
+    _proxy_or_skip()
+    env = {**_env(), "CHIPDOCK_CONFORMANCE_SUITES": "runtime=,ops=,probe=mutation_probe_suite"}
+    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env["PYTHONPATH"]])
+    result = subprocess.run([sys.executable, "-m", "chipdock.cli", "conformance", "--mutation-score", "--device", "cpu",
+                             "--suite", "full", "--kill-matrix", "--mutants", "ops/neg/float32/perturb_ulp",
+                             "--timeout", "3", "--report", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "fail unmutated" in result.stdout
+    report = json.loads((tmp_path / "mutation.json").read_text())
+    assert [f["id"] for f in report["baseline"]["failed"]] == ["probe/fails_unmutated"]
+    (mutant,) = report["mutants"]
+    assert mutant["kills"] == ["probe/neg/crash_if_wrong", "probe/neg/hang_if_wrong"], mutant
+    assert mutant["how"] == "crash" and "SIGABRT" in mutant["reason"]

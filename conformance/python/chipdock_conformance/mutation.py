@@ -340,7 +340,7 @@ def verdict(mutant: Mutant, outcome: Outcome, accepted: Sequence[Accepted]) -> d
     record: dict[str, Any] = {
         "id": mutant.id, "group": mutant.group, "operator": mutant.operator, "code": mutant.code, "k": mutant.k,
         "op": mutant.op, "dtype": mutant.dtype, "cases": len(mutant.cases), "cases_run": outcome.cases_run,
-        "applied": outcome.applied,
+        "applied": outcome.applied, "seconds": round(sum(r["seconds"] for r in outcome.results), 3),
     }
     if outcome.kills:
         first = outcome.kills[0]
@@ -546,7 +546,8 @@ class _Run:
 
     session: _Session
     env: dict[str, str]
-    suites: dict[str, str]
+    suites: dict[str, str]  # registry name -> module, of the suites the run's cases come from
+    suite_of: dict[str, str]  # case id -> the registry name of its suite
     outcomes: dict[str, Outcome]
     on_mutant: Callable[[Mutant, Outcome], None]
     counter: int = 0
@@ -591,25 +592,45 @@ class _Seen:
     worker_error: str = ""
 
 
+def _segments(todo: Sequence[Mutant], run: _Run) -> tuple[str, dict[str, list[str]]]:
+    """What one worker runs: the cases of one suite only (as the runner's batches, so that no state a suite
+    leaves behind reaches another suite's cases): for each mutant from the first on, its next cases while they
+    belong to the suite of the first one's next case; the first mutant whose next case is in another suite
+    ends the plan."""
+    suite = run.suite_of[todo[0].cases[run.outcomes[todo[0].id].cases_run]]
+    plan: dict[str, list[str]] = {}
+    for m in todo:
+        rest = m.cases[run.outcomes[m.id].cases_run:]
+        if run.suite_of[rest[0]] != suite:
+            break
+        end = next((i for i, c in enumerate(rest) if run.suite_of[c] != suite), len(rest))
+        plan[m.id] = rest[:end]
+    return suite, plan
+
+
 def _run_child(todo: list[Mutant], first_kill: bool, run: _Run) -> None:
     index = run.next_index()
     workdir = run.session.workdir
     control, plan_file = workdir / f"control.{index}", workdir / f"plan.{index}.json"
     _new_control(control)
-    plan = {"suites": run.suites, "first_kill": first_kill,
+    suite, segments = _segments(todo, run)
+    planned = [m for m in todo if m.id in segments]
+    ends = {m.id: run.outcomes[m.id].cases_run + len(segments[m.id]) for m in planned}
+    plan = {"suites": {suite: run.suites[suite]}, "first_kill": first_kill,
             "mutants": [{"id": m.id, "code": m.code, "k": m.k, "op": m.op, "dtypes": list(m.dtypes),
-                         "cases": m.cases[run.outcomes[m.id].cases_run:]} for m in todo]}
+                         "cases": segments[m.id]} for m in planned]}
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
     child = run.session.spawn(["--plan", str(plan_file), "--control", str(control)], f"mutants.{index}.log",
                               WORKER_MODULE, {**run.env, "CHIPDOCK_MUTANT_CONTROL": str(control)})
     try:
-        seen, exceeded = _follow(child, {m.id: m for m in todo}, run)
+        seen, exceeded = _follow(child, {m.id: m for m in planned}, first_kill, run)
     finally:
         returncode = child.close()
         run.session.forget(child)
     if run.session.stopped.is_set():
         raise _Stopped
-    if exceeded is None and returncode == 0 and all(run.outcomes[m.id].done for m in todo):
+    finished = all(run.outcomes[m.id].done or run.outcomes[m.id].cases_run >= ends[m.id] for m in planned)
+    if exceeded is None and returncode == 0 and finished:
         return
     how = "hang" if exceeded is not None else "crash"
     what = f"hung: no progress within {exceeded:g} s" if exceeded is not None else \
@@ -618,7 +639,7 @@ def _run_child(todo: list[Mutant], first_kill: bool, run: _Run) -> None:
         if not seen.any_event or seen.worker_error:  # before its first mutant: a new worker would do the same
             reason = f"the mutation worker {what} before its first mutant"
             reason += f": {seen.worker_error}" if seen.worker_error else f"\n{child.log_tail()}"
-            for m in todo:
+            for m in planned:
                 if not run.outcomes[m.id].done:
                     run.outcomes[m.id].error = reason
                     run.on_mutant(m, run.outcomes[m.id])
@@ -635,7 +656,7 @@ def _run_child(todo: list[Mutant], first_kill: bool, run: _Run) -> None:
         run.on_mutant(seen.mutant, outcome)
 
 
-def _follow(child: _Child, by_id: dict[str, Mutant], run: _Run) -> tuple[_Seen, float | None]:
+def _follow(child: _Child, by_id: dict[str, Mutant], first_kill: bool, run: _Run) -> tuple[_Seen, float | None]:
     """Reads a mutation worker's events until it exits; returns where it was, and the timeout it exceeded."""
     seen = _Seen()
     opts = run.session.opts
@@ -654,8 +675,9 @@ def _follow(child: _Child, by_id: dict[str, Mutant], run: _Run) -> tuple[_Seen, 
                 seen.last_case, seen.case = seen.case, None
             elif kind == "mutant_done" and seen.mutant is not None:
                 outcome = run.outcomes[seen.mutant.id]
-                outcome.done = True
-                run.on_mutant(seen.mutant, outcome)
+                if outcome.cases_run >= len(seen.mutant.cases) or (first_kill and outcome.kills):
+                    outcome.done = True  # else only this worker's part of its cases is done
+                    run.on_mutant(seen.mutant, outcome)
                 seen.mutant = None
             elif kind == "done":
                 timeout = max(opts.timeout, STARTUP_TIMEOUT_S)
@@ -668,15 +690,12 @@ def _follow(child: _Child, by_id: dict[str, Mutant], run: _Run) -> tuple[_Seen, 
 
 
 def _chunks(mutants: Sequence[Mutant], first_kill: bool) -> list[list[Mutant]]:
-    """Kernel mutants in runs of about CHUNK_CASES cases per worker; each runtime mutant in a worker of its
-    own (a broken runtime slot may leave state behind that a later mutant would be blamed for)."""
+    """Mutants in runs of about CHUNK_CASES cases, one run per thread at a time. A mutant that stops at its
+    first kill is counted as a few cases (most die in their first)."""
     out: list[list[Mutant]] = []
     current: list[Mutant] = []
     cost = 0
     for m in mutants:
-        if not m.op:
-            out.append([m])
-            continue
         current.append(m)
         cost += min(len(m.cases), 3) if first_kill else len(m.cases)
         if cost >= CHUNK_CASES:
@@ -737,7 +756,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
     baseline = Outcome()
     listing_header: dict[str, Any] = {}
     selected: list[CaseInfo] = []
-    baseline_s = 0.0
+    baseline_s = listing_s = 0.0
 
     def finished(mutant: Mutant, outcome: Outcome) -> None:
         if on_mutant and mutant.id in outcomes:
@@ -753,6 +772,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
         listing = list_cases(child_opts, MUTANT_DEVICE, workdir, WORKER_MODULE,
                              {**env, "CHIPDOCK_MUTANT_CONTROL": str(workdir / "control.list")})
         listing_header = listing.header
+        listing_s = time.monotonic() - t0
         kernels = kernels_of(listing_header.pop("mutant_kernels", []), spec)
         broken = [e for e in listing.suite_errors if _suite_selected(e["suite"], opts.only, opts.exclude)]
         if broken:
@@ -769,7 +789,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
             raise UsageError(f"--report {report_dir}: {exc.strerror or exc}") from None
         session = _Session(child_opts, MUTANT_DEVICE, workdir, lambda case: None, lambda record: None)
         shared = _Run(session, env, {name: modules[name] for name in dict.fromkeys(c.run_suite for c in selected)},
-                      {}, lambda m, o: None)
+                      {c.id: c.run_suite for c in selected}, {}, lambda m, o: None)
         try:
             t_base = time.monotonic()
             pieces = _baseline_pieces(selected, opts.jobs)
@@ -799,6 +819,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
         "command": opts.command or " ".join(sys.argv),
         "start_time": start_time.isoformat(timespec="seconds"),
         "duration_s": round(time.monotonic() - t0, 3),
+        "listing_s": round(listing_s, 3),
         "baseline_s": round(baseline_s, 3),
         "level": opts.level,
         "seed": opts.seed,
