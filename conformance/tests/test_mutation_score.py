@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,8 @@ import pytest
 
 from chipdock_conformance import mutation as M
 from chipdock_conformance.runner import CaseInfo, UsageError
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +235,8 @@ def test_accepted_file_loads_and_bad_entries_are_usage_errors(tmp_path):
 def test_variant_of_drops_the_dtype_part():
     assert M.variant_of("ops/add/float32/specials") == "ops/add/*/specials"
     assert M.variant_of("ops/cast/float32-int64/values") == "ops/cast/*/values"
-    assert M.variant_of("runtime/memory/copy[sync,size=4097,offsets=0]") == "runtime/memory/copy[sync,size=4097,offsets=0]"
+    runtime_id = "runtime/memory/copy[sync,size=4097,offsets=0]"
+    assert M.variant_of(runtime_id) == runtime_id
 
 
 def test_greedy_selection_covers_every_killed_mutant_with_few_variants():
@@ -314,15 +319,20 @@ def test_usage_errors_exit_2(tmp_path, args, message):
 
 
 def test_plain_conformance_is_unchanged_by_the_new_options(tmp_path):
-    result = _cli("--device", "cpu", "--only", "ops/neg/float32/scalar", "--report", str(tmp_path))
-    assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "report.json").read_text())["summary"]["pass"] == 1
+    """Without --mutation-score the command runs the suites as before (here the runner's fake suite)."""
+    env = {**_env(), "CHIPDOCK_CONFORMANCE_SUITES": "runtime=,ops=,fake=conformance_fake_suite"}
+    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env["PYTHONPATH"]])
+    result = subprocess.run([sys.executable, "-m", "chipdock.cli", "conformance", "--device", "cpu", "--only",
+                             "fake/basic/pass", "--only", "fake/basic/fail", "--report", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 1, result.stderr  # a case failed: the runner's exit status, not the score's
+    summary = json.loads((tmp_path / "report.json").read_text())["summary"]
+    assert (summary["pass"], summary["fail"]) == (1, 1)
     assert not (tmp_path / "mutation.json").exists()
 
 
 # ---------------------------------------------------------------------------------------------- end to end
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 NEG_MUTANTS = ["ops/neg/float32/perturb_ulp", "ops/neg/float32/skip_last", "ops/neg/float32/late_finish",
                "ops/neg/float32/other_stream", "ops/neg/float32/flip_zero_sign", "ops/neg/float32/drop_nan",
                "ops/neg/float32/write_input"]
@@ -384,12 +394,17 @@ def test_select_quick_keeps_every_kill(neg_run):
     assert set(selection["variants"]) <= {"ops/neg/*/scalar", "runtime/streams/in_order"}
 
 
+def _probe_env(**extra: str) -> dict[str, str]:
+    env = {**_env(), "CHIPDOCK_CONFORMANCE_SUITES": "runtime=,ops=,probe=mutation_probe_suite", **extra}
+    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env["PYTHONPATH"]])
+    return env
+
+
 def test_a_mutant_that_crashes_or_hangs_the_worker_is_killed_and_a_failing_baseline_exits_1(tmp_path):
     """Cases that crash or hang on a wrong neg: the worker dies, the kill is recorded as such, a new worker goes
     on with the next case (kill matrix). A case that fails unmutated is reported and cannot kill."""
     _proxy_or_skip()
-    env = {**_env(), "CHIPDOCK_CONFORMANCE_SUITES": "runtime=,ops=,probe=mutation_probe_suite"}
-    env["PYTHONPATH"] = os.pathsep.join([str(FIXTURES), env["PYTHONPATH"]])
+    env = _probe_env()
     result = subprocess.run([sys.executable, "-m", "chipdock.cli", "conformance", "--mutation-score", "--device", "cpu",
                              "--suite", "full", "--kill-matrix", "--mutants", "ops/neg/float32/perturb_ulp",
                              "--timeout", "3", "--report", str(tmp_path)],
@@ -401,3 +416,40 @@ def test_a_mutant_that_crashes_or_hangs_the_worker_is_killed_and_a_failing_basel
     (mutant,) = report["mutants"]
     assert mutant["kills"] == ["probe/neg/crash_if_wrong", "probe/neg/hang_if_wrong"], mutant
     assert mutant["how"] == "crash" and "SIGABRT" in mutant["reason"]
+
+
+def test_ctrl_c_writes_what_finished_and_leaves_no_worker(tmp_path):
+    _proxy_or_skip()
+    pidfile = tmp_path / "hung.pid"
+    env = _probe_env(MUTATION_PROBE_PIDFILE=str(pidfile))
+    proc = subprocess.Popen([sys.executable, "-m", "chipdock.cli", "conformance", "--mutation-score", "--device", "cpu",
+                             "--only", "probe/neg/hang_if_wrong", "--mutants", "ops/neg/float32/perturb_ulp",
+                             "--report", str(tmp_path / "out")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not (pidfile.is_file() and pidfile.read_text()) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert pidfile.is_file(), proc.communicate(timeout=5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, out + err
+    report = json.loads((tmp_path / "out" / "mutation.json").read_text())
+    assert report["header"]["interrupted"] == {"signal": "SIGINT"}
+    assert report["baseline"]["passed"] == 1
+    assert [m["status"] for m in report["mutants"]] == ["not_run"]
+    hung = int(pidfile.read_text())
+    deadline = time.monotonic() + 10
+    while _alive(hung) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(hung)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
