@@ -69,6 +69,7 @@ static const cd_plugin_api* g_target; /* the wrapped backend's table */
 static cd_plugin_api g_table;       /* ours */
 static char g_name[96] = "mutant";  /* mutant-<target name> once known */
 static cd_mutant_control* g_control; /* the mapped control file */
+static int g_force_sync; /* CHIPDOCK_MUTANT_SYNC_EDITS=1: the fallback path even with async slots (tests) */
 
 /* ---- logging and errors --------------------------------------------------- */
 static void proxy_log(cd_log_level_t level, const char* format, ...) {
@@ -257,7 +258,8 @@ typedef struct edit_job {
 } edit_job;
 
 static int has_async_path(void) {
-  return g_target->memcpy_device_to_host_async != NULL && g_target->memcpy_host_to_device_async != NULL &&
+  return !g_force_sync && g_target->memcpy_device_to_host_async != NULL &&
+         g_target->memcpy_host_to_device_async != NULL &&
          g_target->stream_add_host_callback != NULL;
 }
 
@@ -598,7 +600,8 @@ static cd_error* edit_view(const cd_kernel_context* ctx, const cd_tensor_view* v
   if (view_numel(view) == 0 || view->ndim > MUTANT_MAX_EDIT_DIMS) return NULL;
   view_span(view, &low, &high);
   if ((job = new_job(ctx->device, view, low, high, edit)) == NULL) {
-    return proxy_error(CD_STATUS_OUT_OF_MEMORY, call, "out of host memory for %lld staged bytes", (long long)(high - low));
+    return proxy_error(CD_STATUS_OUT_OF_MEMORY, call, "out of host memory for %lld staged bytes",
+                       (long long)(high - low));
   }
   return enqueue_edit(job, ctx->stream, call);
 }
@@ -691,6 +694,9 @@ static cd_error* call_ignoring_byte_offset(const wrapped_kernel* kernel, const c
 static void* late_write_back(void* user_data) {
   edit_job* job = (edit_job*)user_data;
   sleep_ms(MUTANT_LATE_MS);
+  if (g_target->device_set_current != NULL) { /* thread-bound runtimes copy on the current device */
+    log_and_drop("device_set_current", g_target->device_set_current(job->device));
+  }
   log_and_drop("late_finish write-back",
                g_target->memcpy_host_to_device(job->device, job->device_bytes, job->host, job->bytes));
   job_free_now(job);
@@ -778,7 +784,9 @@ static cd_error* own_stream(int32_t device, cd_stream** stream) {
                        (int)device, MUTANT_MAX_DEVICES);
   }
   pthread_mutex_lock(&g_own_lock);
-  if (g_own_streams[device] == NULL) e = g_target->stream_create(device, CD_STREAM_FLAGS_DEFAULT, &g_own_streams[device]);
+  if (g_own_streams[device] == NULL) {
+    e = g_target->stream_create(device, CD_STREAM_FLAGS_DEFAULT, &g_own_streams[device]);
+  }
   *stream = g_own_streams[device];
   pthread_mutex_unlock(&g_own_lock);
   return e;
@@ -1306,8 +1314,9 @@ static cd_mutant_control* map_control(const char* path) {
   }
   control = (cd_mutant_control*)mapped;
   if (control->magic != CD_MUTANT_MAGIC || control->version != CD_MUTANT_LAYOUT_VERSION) {
-    proxy_log(CD_LOG_ERROR, "CHIPDOCK_MUTANT_CONTROL '%s' is not a version-%u control record (magic 0x%08x, version %u)",
-              path, CD_MUTANT_LAYOUT_VERSION, control->magic, control->version);
+    proxy_log(CD_LOG_ERROR,
+              "CHIPDOCK_MUTANT_CONTROL '%s' is not a version-%u control record (magic 0x%08x, version %u)", path,
+              CD_MUTANT_LAYOUT_VERSION, control->magic, control->version);
     munmap(mapped, CD_MUTANT_FILE_SIZE);
     return NULL;
   }
@@ -1366,6 +1375,7 @@ static void wrap_slots(cd_plugin_api* t) {
 CD_EXPORT const cd_plugin_api* chipdock_plugin_entry(const cd_core_api* core) {
   const char* target_path = getenv("CHIPDOCK_MUTANT_TARGET");
   const char* control_path = getenv("CHIPDOCK_MUTANT_CONTROL");
+  const char* sync_edits = getenv("CHIPDOCK_MUTANT_SYNC_EDITS");
   cd_plugin_entry_fn target_entry;
   size_t core_size, table_size;
   if (core == NULL || core->struct_size < CD_STRUCT_SIZE(cd_core_api, log) ||
@@ -1382,6 +1392,7 @@ CD_EXPORT const cd_plugin_api* chipdock_plugin_entry(const cd_core_api* core) {
     return NULL;
   }
   if ((g_control = map_control(control_path)) == NULL) return NULL;
+  g_force_sync = sync_edits != NULL && strcmp(sync_edits, "1") == 0;
   if ((target_entry = open_target(target_path)) == NULL) return NULL;
 
   core_size = core->struct_size < sizeof(g_core_for_target) ? core->struct_size : sizeof(g_core_for_target);
