@@ -158,6 +158,13 @@ def test_kernel_labels_come_from_the_spec_signatures(spec):
     assert got == [("cast", "float32-int64", 1), ("gather", "float16-int32", 2), ("copy", "int8", 1)]
 
 
+def test_op_families(spec):
+    assert [M.family_of(op, spec) for op in ("add", "exp", "sum", "argmax", "softmax", "sort", "matmul", "conv2d",
+                                             "layer_norm", "gather", "reshape", "cast", "copy", "")] == [
+        "elementwise", "elementwise", "reduction", "reduction", "axis", "axis", "linalg", "nn", "nn", "movement",
+        "movement", "cast", "internal", "runtime"]
+
+
 def test_mutant_filter_patterns():
     mutants = [M.Mutant("ops/add/float32/perturb_ulp", "ops.add", "perturb_ulp", 1, 1, "add", "float32"),
                M.Mutant("ops/neg/float32/drop_nan", "ops.neg", "drop_nan", 3, 0, "neg", "float32"),
@@ -203,7 +210,8 @@ def test_verdicts_and_reasons():
 
 
 def test_score_leaves_accepted_and_unrun_mutants_out():
-    records = [{"status": s, "group": g, "operator": o} for s, g, o in [
+    family = {"ops.add": "elementwise", "ops.cast": "cast", "runtime.memory": "runtime"}
+    records = [{"status": s, "group": g, "operator": o, "family": family[g]} for s, g, o in [
         ("killed", "ops.add", "perturb_ulp"), ("killed", "ops.add", "drop_nan"), ("survived", "ops.add", "drop_nan"),
         ("accepted", "ops.cast", "drop_nan"), ("killed", "runtime.memory", "copy_truncated"),
         ("error", "ops.cast", "perturb_ulp")]]
@@ -212,7 +220,7 @@ def test_score_leaves_accepted_and_unrun_mutants_out():
                                 "score": 0.75}
     groups = {g["name"]: g for g in summary["groups"]}
     assert groups["ops.add"]["score"] == round(2 / 3, 4) and groups["ops.cast"]["score"] is None
-    assert {f["name"]: f["killed"] for f in summary["families"]} == {"ops": 2, "runtime": 1}
+    assert {f["name"]: f["killed"] for f in summary["families"]} == {"elementwise": 2, "cast": 0, "runtime": 1}
     assert {o["name"]: o["all"] for o in summary["operators"]}["drop_nan"] == 3
 
 

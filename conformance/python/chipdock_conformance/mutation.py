@@ -388,7 +388,28 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return [{"name": name, **tally(rs)} for name, rs in keys.items()]
 
     return {"total": tally(records), "groups": by(lambda r: r["group"]),
-            "operators": by(lambda r: r["operator"]), "families": by(lambda r: r["group"].split(".")[0])}
+            "operators": by(lambda r: r["operator"]), "families": by(lambda r: r.get("family") or "other")}
+
+
+# The families of ops, by the recipe that makes their cases (precision.variants): what a vendor implements
+# together (elementwise loops, reductions, the BLAS/DNN calls, data movement).
+_RECIPE_FAMILIES = {"_linalg": "linalg", "_nn": "nn", "_movement": "movement", "_cast": "cast"}
+_SHAPE_FAMILIES = {"broadcast": "elementwise", "same": "elementwise", "reduce": "reduction",
+                   "reduce_axis": "reduction", "same_axis": "axis"}
+
+
+def family_of(op: str, spec: dict[str, Any]) -> str:
+    """``runtime`` for a runtime mutant, else the op's family: elementwise, reduction, axis (softmax, cumsum,
+    sort), linalg, nn, movement, cast, or internal (a kernel the core calls for itself, such as copy)."""
+    from .precision import SPECIAL
+
+    if not op:
+        return "runtime"
+    if op not in spec["ops"]:
+        return "internal"
+    if op in SPECIAL:
+        return _RECIPE_FAMILIES.get(SPECIAL[op].__name__, "other")
+    return _SHAPE_FAMILIES.get(spec["ops"][op].get("shape", ""), "other")
 
 
 # ---------------------------------------------------------------------------------------------- selection
@@ -833,7 +854,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
     }
     if interrupted is not None:
         header["interrupted"] = {"signal": signal.Signals(interrupted).name}
-    report = build_report(header, mutants, outcomes, accepted, baseline, selected)
+    report = build_report(header, mutants, outcomes, accepted, baseline, selected, spec)
     if opts.select_quick is not None and interrupted is None:
         report["select_quick"] = {"path": str(opts.select_quick), **select_quick(report["mutants"], report["cases"])}
         _write_json(Path(opts.select_quick), report["select_quick"])
@@ -869,8 +890,10 @@ def _mutants_in_scope(kernels: Sequence[Kernel], in_scope: Sequence[CaseInfo], r
 
 
 def build_report(header: dict[str, Any], mutants: Sequence[Mutant], outcomes: dict[str, Outcome],
-                 accepted: Sequence[Accepted], baseline: Outcome, selected: Sequence[CaseInfo]) -> dict[str, Any]:
-    records = [verdict(m, outcomes.get(m.id, Outcome()), accepted) for m in mutants]
+                 accepted: Sequence[Accepted], baseline: Outcome, selected: Sequence[CaseInfo],
+                 spec: dict[str, Any]) -> dict[str, Any]:
+    records = [{**verdict(m, outcomes.get(m.id, Outcome()), accepted), "family": family_of(m.op, spec)}
+               for m in mutants]
     by_id = {r["id"]: r for r in baseline.results}
     cases = [{"id": c.id, "group": c.group, "quick": c.quick, "status": by_id.get(c.id, {}).get("status", "not_run"),
               "seconds": by_id.get(c.id, {}).get("seconds", 0.0)} for c in selected]
@@ -909,9 +932,10 @@ def print_summary(report: dict[str, Any], directory: Path) -> None:
     console.print(f"chipdock conformance --mutation-score on [bold]{escape(str(header.get('target')))}[/] "
                   f"(through {escape(str(header.get('backend')))}), --suite {header.get('level')}, "
                   f"{'kill matrix' if header.get('kill_matrix') else 'first kill'}")
-    for title, rows in (("groups", summary["groups"]), ("operators", summary["operators"])):
+    for title, column in (("groups", "group"), ("families", "family"), ("operators", "operator")):
+        rows = summary[title]
         table = Table(title=title, title_justify="left")
-        for col, justify in ((title[:-1], "left"), ("mutants", "right"), ("killed", "right"),
+        for col, justify in ((column, "left"), ("mutants", "right"), ("killed", "right"),
                              ("survived", "right"), ("accepted", "right"), ("not run", "right"),
                              ("score", "right")):
             table.add_column(col, justify=justify)  # type: ignore[arg-type]
