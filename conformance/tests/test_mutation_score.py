@@ -291,6 +291,20 @@ def test_remaining_work_resumes_after_the_cases_that_ran():
     assert outcomes[a.id].done
 
 
+def test_a_worker_runs_one_suites_cases_only():
+    rt = M.Mutant("runtime/event_early", "runtime.events", "event_early", 23, 0, cases=["r1", "r2", "o1", "o2"])
+    rt2 = M.Mutant("runtime/async_copy_now", "runtime.streams", "async_copy_now", 29, 0, cases=["r1", "o1"])
+    k = _mutant("add", cases=("o1", "o2"))
+    outcomes = {m.id: M.Outcome() for m in (rt, rt2, k)}
+    run = M._Run(None, {}, {"runtime": "r", "ops": "o"}, {"r1": "runtime", "r2": "runtime", "o1": "ops", "o2": "ops"},
+                 outcomes, lambda m, o: None)  # type: ignore[arg-type]
+    assert M._segments([rt, rt2, k], run) == ("runtime", {rt.id: ["r1", "r2"], rt2.id: ["r1"]})
+    outcomes[rt.id].add("r1", "pass", "", 0)
+    outcomes[rt.id].add("r2", "pass", "", 0)
+    assert M._segments([rt, rt2, k], run) == ("ops", {rt.id: ["o1", "o2"]})  # rt2's next case is a runtime one
+    assert M._segments([k], run) == ("ops", {k.id: ["o1", "o2"]})
+
+
 def test_chunks_cut_by_cases_to_run():
     big = [_mutant(op, cases=["c"] * 300) for op in ("add", "neg", "abs")]
     assert [len(c) for c in M._chunks(big, first_kill=False)] == [2, 1]  # 600 cases, then 300

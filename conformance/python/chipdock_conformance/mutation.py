@@ -729,7 +729,9 @@ def _chunks(mutants: Sequence[Mutant], first_kill: bool) -> list[list[Mutant]]:
 
 def _run_mutants(mutants: Sequence[Mutant], first_kill: bool, jobs: int, run: _Run) -> None:
     """Runs every mutant, ``jobs`` workers side by side; Ctrl-C stops them all (then re-raised)."""
-    runnable = [m for m in mutants if m.cases]
+    # Runtime mutants first: one that survives runs every ops case, the longest tail of the run, which then
+    # overlaps with the kernel mutants on the other workers instead of running last and alone.
+    runnable = sorted((m for m in mutants if m.cases), key=lambda m: bool(m.op))
     for m in mutants:
         run.outcomes.setdefault(m.id, Outcome())
         if not m.cases:
