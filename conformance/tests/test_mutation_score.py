@@ -438,6 +438,15 @@ def test_a_mutant_that_crashes_or_hangs_the_worker_is_killed_and_a_failing_basel
     (mutant,) = report["mutants"]
     assert mutant["kills"] == ["probe/neg/crash_if_wrong", "probe/neg/hang_if_wrong"], mutant
     assert mutant["how"] == "crash" and "SIGABRT" in mutant["reason"]
+    assert "_crash_if_wrong" in mutant["details"]  # the dead worker's stacks (faulthandler) come with the kill
+
+
+def test_mutant_patterns_that_match_nothing_are_a_usage_error(tmp_path):
+    _proxy_or_skip()
+    result = _cli("--mutation-score", "--device", "cpu", "--only", "ops/neg/float32/scalar", "--mutants", "nope*",
+                  "--report", str(tmp_path))
+    assert result.returncode == 2 and "no mutant of the selection matches" in result.stderr, result.stderr
+    assert not (tmp_path / "mutation.json").exists()
 
 
 def test_ctrl_c_writes_what_finished_and_leaves_no_worker(tmp_path):

@@ -77,6 +77,7 @@ ACCEPTED_FILE = Path(__file__).with_name("mutation_accepted.yaml")
 REPORT_NAME = "mutation.json"
 CHUNK_CASES = 400  # cases per worker child: its start-up (about 1 s) against what a crash costs to redo
 SURVIVORS_SHOWN = 40
+DETAILS_CHARS = 2000  # of a dead worker's log kept with the kill (its stacks: faulthandler)
 
 # ---------------------------------------------------------------------------------------------- operators
 
@@ -322,17 +323,18 @@ class Outcome:
     error: str = ""  # the worker could not run it at all
 
     def add(self, case_id: str, status: str, reason: str, applied: int, seconds: float = 0.0,
-            how: str = "fail") -> None:
-        """One case's verdict on the mutant (fail: the case kills it)."""
+            how: str = "fail", details: str = "") -> None:
+        """One case's verdict on the mutant (fail: the case kills it). ``details``: a dead worker's log tail."""
         self.cases_run += 1
         self.applied += applied
         self.results.append({"id": case_id, "status": status, "reason": _first_line(reason),
-                             "seconds": round(seconds, 6), "applied": applied})
+                             "seconds": round(seconds, 6), "applied": applied, "details": details[-DETAILS_CHARS:]})
         if status == "fail":
-            self.kill(case_id, how, reason)
+            self.kill(case_id, how, reason, details)
 
-    def kill(self, case_id: str, how: str, reason: str) -> None:
-        self.kills.append({"case": case_id, "how": how, "reason": _first_line(reason)})
+    def kill(self, case_id: str, how: str, reason: str, details: str = "") -> None:
+        self.kills.append({"case": case_id, "how": how, "reason": _first_line(reason),
+                           "details": details[-DETAILS_CHARS:]})
 
 
 def verdict(mutant: Mutant, outcome: Outcome, accepted: Sequence[Accepted]) -> dict[str, Any]:
@@ -346,6 +348,8 @@ def verdict(mutant: Mutant, outcome: Outcome, accepted: Sequence[Accepted]) -> d
         first = outcome.kills[0]
         record.update(status="killed", killed_by=first["case"], how=first["how"], reason=first["reason"],
                       kills=[k["case"] for k in outcome.kills])
+        if first["details"]:
+            record["details"] = first["details"]
         return record
     if outcome.error:
         record.update(status="error", reason=outcome.error)
@@ -667,9 +671,10 @@ def _run_child(todo: list[Mutant], first_kill: bool, run: _Run) -> None:
         return  # between two mutants: nothing to blame; the next worker goes on
     outcome = run.outcomes[seen.mutant.id]
     if seen.case is not None:
-        outcome.add(seen.case, "fail", f"{what} while running {seen.case}", 0, time.monotonic() - seen.started, how)
+        outcome.add(seen.case, "fail", f"{what} while running {seen.case}", 0, time.monotonic() - seen.started, how,
+                    child.log_tail())
     elif seen.last_case is not None:  # its late work, after the case's result: still that case's doing
-        outcome.kill(seen.last_case, how, f"{what} after {seen.last_case} finished")
+        outcome.kill(seen.last_case, how, f"{what} after {seen.last_case} finished", child.log_tail())
     else:
         outcome.error = f"the mutation worker {what} while switching to this mutant\n{child.log_tail()}"
     if outcome.error or (first_kill and outcome.kills) or outcome.cases_run >= len(seen.mutant.cases):
@@ -806,6 +811,8 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
         if not selected:
             raise UsageError(f"no case matches: --suite {opts.level}, --only {list(opts.only)}, "
                              f"--except {list(opts.exclude)} ({len(listing.cases)} cases collected)")
+        if opts.mutants and not filter_mutants(enumerate_mutants(kernels, in_scope, spec), opts.mutants):
+            raise UsageError(f"--mutants {list(opts.mutants)}: no mutant of the selection matches")
         try:
             report_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -899,7 +906,9 @@ def build_report(header: dict[str, Any], mutants: Sequence[Mutant], outcomes: di
     by_id = {r["id"]: r for r in baseline.results}
     cases = [{"id": c.id, "group": c.group, "quick": c.quick, "status": by_id.get(c.id, {}).get("status", "not_run"),
               "seconds": by_id.get(c.id, {}).get("seconds", 0.0)} for c in selected]
-    failed = [{"id": r["id"], "status": r["status"], "reason": r["reason"]} for r in baseline.results
+    failed = [{"id": r["id"], "status": r["status"], "reason": r["reason"], **({"details": r["details"]} if
+                                                                               r.get("details") else {})}
+              for r in baseline.results
               if r["status"] != "pass"]
     return {
         "header": header,
