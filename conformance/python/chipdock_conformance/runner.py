@@ -188,15 +188,17 @@ def describe_exit(returncode: int) -> str:
 class _Child:
     """One worker process in its own process group, and the reading end of its event pipe."""
 
-    def __init__(self, args: list[str], log_path: Path) -> None:
+    def __init__(self, args: list[str], log_path: Path, module: str = "chipdock_conformance.worker",
+                 env: dict[str, str] | None = None) -> None:
+        """``python -m module *args``; ``env`` is added to the child's environment (the mutation run's proxy)."""
         read_fd, write_fd = os.pipe()
         self.log_path = log_path
         try:
             with open(log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "chipdock_conformance.worker", *args, "--events-fd", str(write_fd)],
+                    [sys.executable, "-m", module, *args, "--events-fd", str(write_fd)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,),
-                    start_new_session=True, env=_child_env(),
+                    start_new_session=True, env={**_child_env(), **(env or {})},
                 )
         finally:
             os.close(write_fd)  # the child holds the only writing end: its exit is our EOF
@@ -268,9 +270,10 @@ def _common_args(opts: RunOptions, device: str) -> list[str]:
             "--parent-pid", str(os.getpid())]
 
 
-def list_cases(opts: RunOptions, device: str, workdir: Path) -> Listing:
+def list_cases(opts: RunOptions, device: str, workdir: Path, module: str = "chipdock_conformance.worker",
+               env: dict[str, str] | None = None) -> Listing:
     """Runs the listing child: the device check, the header, every suite's cases, the coverage."""
-    child = _Child([*_common_args(opts, device), "--list"], workdir / "list.log")
+    child = _Child([*_common_args(opts, device), "--list"], workdir / "list.log", module, env)
     header: dict[str, Any] = {}
     cases: list[CaseInfo] = []
     errors: list[dict[str, Any]] = []
@@ -377,11 +380,12 @@ class _Session:
     children: set[_Child] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def spawn(self, args: list[str], log_name: str) -> _Child:
+    def spawn(self, args: list[str], log_name: str, module: str = "chipdock_conformance.worker",
+              env: dict[str, str] | None = None) -> _Child:
         with self.lock:
             if self.stopped.is_set():
                 raise _Stopped
-            child = _Child([*_common_args(self.opts, self.device), *args], self.workdir / log_name)
+            child = _Child([*_common_args(self.opts, self.device), *args], self.workdir / log_name, module, env)
             self.children.add(child)
             return child
 

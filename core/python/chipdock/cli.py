@@ -177,13 +177,27 @@ def bench_ops(json_path: str | None, quick: bool, runs: int) -> None:
 @click.option("--isolation", type=click.Choice(["suite", "group", "case"]), default="suite", show_default=True,
               help="A fresh worker process per suite, per group or per case (a crash always costs only its case).")
 @click.option("--json", "as_json", is_flag=True, help="Print report.json instead of the summary.")
+@click.option("--mutation-score", is_flag=True,
+              help="Instead of judging the device, plant bugs in it (the mutation proxy) and report how many the "
+                   "selected cases catch: mutation.json in --report (docs/conformance.md, \"Mutation score\").")
+@click.option("--kill-matrix", is_flag=True,
+              help="With --mutation-score: run every case on every mutant and record which cases kill which.")
+@click.option("--select-quick", type=click.Path(dir_okay=False), metavar="OUT.json",
+              help="With --mutation-score --suite full: write the fewest case variants that kill every mutant the "
+                   "full suite kills (implies --kill-matrix).")
+@click.option("--mutants", "mutant_patterns", multiple=True, metavar="PATTERN",
+              help="With --mutation-score: only the mutants whose id, group or operator matches (fnmatch; "
+                   "repeatable).")
 def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
-                baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool) -> None:
+                baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool,
+                mutation_score: bool, kill_matrix: bool, select_quick: str | None,
+                mutant_patterns: tuple[str, ...]) -> None:
     """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
 
     Every case runs in a child process: a crash or a hang fails that case and the run goes on.
     Exit status: 0 passed, 1 a case failed, 2 bad usage, 130 (Ctrl-C) or 143 (SIGTERM) when stopped, after
-    writing the report of the cases that finished.
+    writing the report of the cases that finished. With --mutation-score: 0 when the run completed (the score
+    is information), 1 when a selected case fails on the unmutated device.
     """
     from pathlib import Path
     from shlex import join
@@ -191,6 +205,13 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     from chipdock_conformance.runner import RunError, RunOptions, UsageError
     from chipdock_conformance.runner import main as run_main
 
+    if mutation_score:
+        if baseline:
+            raise click.UsageError("--baseline compares conformance reports; it does not apply to --mutation-score")
+        _mutation_score(device, level, only, exclude, report_dir, timeout, seed, jobs, as_json, kill_matrix,
+                        select_quick, mutant_patterns)
+    if kill_matrix or select_quick or mutant_patterns:
+        raise click.UsageError("--kill-matrix, --select-quick and --mutants need --mutation-score")
     opts = RunOptions(device=device, level=level, only=only, exclude=exclude,  # type: ignore[arg-type]
                       report_dir=Path(report_dir), baseline=Path(baseline) if baseline else None,
                       timeout=timeout, seed=seed, jobs=jobs, isolation=isolation,  # type: ignore[arg-type]
@@ -201,6 +222,32 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
         raise click.UsageError(str(exc)) from None
     except RunError as exc:
         click.echo(f"chipdock conformance: {exc}", err=True)
+        code = 1
+    sys.exit(code)
+
+
+def _mutation_score(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
+                    timeout: float, seed: int, jobs: int, as_json: bool, kill_matrix: bool, select_quick: str | None,
+                    mutant_patterns: tuple[str, ...]) -> None:
+    """``chipdock conformance --mutation-score``: chipdock_conformance.mutation; exits."""
+    from pathlib import Path
+    from shlex import join
+
+    from chipdock_conformance.mutation import MutationOptions
+    from chipdock_conformance.mutation import main as mutation_main
+    from chipdock_conformance.runner import RunError, UsageError
+
+    opts = MutationOptions(device=device, level=level, only=only, exclude=exclude,  # type: ignore[arg-type]
+                           mutants=mutant_patterns, report_dir=Path(report_dir), timeout=timeout, seed=seed,
+                           jobs=jobs, kill_matrix=kill_matrix,
+                           select_quick=Path(select_quick) if select_quick else None,
+                           command=join(["chipdock", *sys.argv[1:]]))
+    try:
+        code = mutation_main(opts, as_json=as_json)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except RunError as exc:
+        click.echo(f"chipdock conformance --mutation-score: {exc}", err=True)
         code = 1
     sys.exit(code)
 
