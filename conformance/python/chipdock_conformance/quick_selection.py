@@ -5,12 +5,19 @@ matrix by ``chipdock conformance --mutation-score --suite full --kill-matrix
 --select-quick FILE`` (docs/conformance.md, "Mutation score"): the fewest
 case *variants* (``ops/<op>/*/<variant>``, or a runtime case id) whose cases
 kill every mutant the full suite kills, plus ``pinned`` variants kept for a
-reason the mutants cannot see (each planted bug of conformance/broken_backends
-must be caught by the quick suite). A case is quick when its variant is in
+reason the mutants cannot see, each with that reason (a planted bug of
+conformance/broken_backends that only they catch; shapes such as empty and
+0-d tensors where kernels crash, which no operator models). A case is quick when its variant is in
 either list. A case whose variant the selection has never seen (a suite
 change made after the file was written) keeps the quick flag its suite gave
 it, so a new case is never silently left out of the quick suite; the file's
 ``tested`` list says which variants the selection considered.
+
+The selection decides the ops suite only. The runtime suite (under 100
+cases, a few seconds) stays in the quick suite as its cases mark it: most of
+its rules (ABI negotiation, handle and pointer refusals, alignment, threads)
+are beyond what the mutation operators plant, so a score over those operators
+cannot say which of them a vendor may skip.
 
 A variant is the unit, not a case: a vendor's backend registers other dtypes
 than the CPU reference whose mutants chose the selection, and the same

@@ -10,11 +10,8 @@ opens its own session, releases what it made, and returns a CaseResult.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from . import runtime_abi, runtime_memory, runtime_negative, runtime_streams
 from .case import Case, Context
-from .quick_selection import is_quick
 
 GROUPS: tuple[str, ...] = (
     "runtime.device", "runtime.memory", "runtime.streams", "runtime.events",
@@ -32,7 +29,6 @@ def collect(ctx: Context) -> list[Case]:
         *runtime_streams.collect(),
         *runtime_negative.collect(),
     ]
-    cases = [replace(c, quick=is_quick(c.id, c.quick)) for c in cases]
     ids = [c.id for c in cases]
     if len(set(ids)) != len(ids):
         raise AssertionError("runtime case ids are not unique")
