@@ -55,7 +55,10 @@
 #define MUTANT_VERSION "0.1.0"
 #endif
 #define MUTANT_DEVICE_TYPE "mutant"
-#define MUTANT_MAX_KERNELS 4096 /* trampolines; see the table at the end of the kernel section */
+#define MUTANT_TRAMPOLINES 4096 /* generated trampolines; see the end of the kernel section */
+#ifndef MUTANT_MAX_KERNELS      /* a test builds the proxy with a lower limit to see the refusal */
+#define MUTANT_MAX_KERNELS MUTANT_TRAMPOLINES
+#endif
 #define MUTANT_MAX_DEVICES 64   /* devices with a stream of the proxy's own (other_stream) */
 #define MUTANT_LATE_MS 50       /* late_finish: the correct bytes arrive this long after the poison */
 #define MUTANT_DELAY_MS 20      /* other_stream: the kernel waits this long on the proxy's stream */
@@ -870,7 +873,8 @@ MUTANT_TR256(c) MUTANT_TR256(d) MUTANT_TR256(e) MUTANT_TR256(f)
   MUTANT_PTR16(X, 5) MUTANT_PTR16(X, 6) MUTANT_PTR16(X, 7) MUTANT_PTR16(X, 8) MUTANT_PTR16(X, 9) \
   MUTANT_PTR16(X, a) MUTANT_PTR16(X, b) MUTANT_PTR16(X, c) MUTANT_PTR16(X, d) MUTANT_PTR16(X, e) \
   MUTANT_PTR16(X, f)
-static const cd_kernel_fn g_trampolines[MUTANT_MAX_KERNELS] = {
+CD_MUTANT_ASSERT_(MUTANT_MAX_KERNELS <= MUTANT_TRAMPOLINES, kernel_limit_within_the_trampolines);
+static const cd_kernel_fn g_trampolines[MUTANT_TRAMPOLINES] = {
     MUTANT_PTR256(0) MUTANT_PTR256(1) MUTANT_PTR256(2) MUTANT_PTR256(3) MUTANT_PTR256(4) MUTANT_PTR256(5) \
     MUTANT_PTR256(6) MUTANT_PTR256(7) MUTANT_PTR256(8) MUTANT_PTR256(9) MUTANT_PTR256(a) MUTANT_PTR256(b) \
     MUTANT_PTR256(c) MUTANT_PTR256(d) MUTANT_PTR256(e) MUTANT_PTR256(f)};
@@ -911,12 +915,17 @@ static cd_status_t proxy_kernel_register(cd_kernel_registry* registry, const cd_
 
 static cd_error* proxy_kernels_register(cd_kernel_registry* registry) {
   cd_error* e = g_target->kernels_register(registry);
-  if (e == NULL && g_kernels_refused > 0) {
-    return proxy_error(CD_STATUS_OUT_OF_MEMORY, "kernels_register",
-                       "the target registered %d kernels; the proxy wraps at most %d (MUTANT_MAX_KERNELS)",
-                       (int)(g_kernel_count + g_kernels_refused), MUTANT_MAX_KERNELS);
-  }
-  return e;
+  cd_error* refused;
+  if (g_kernels_refused == 0) return e;
+  /* The proxy's refusal replaces whatever the target made of it (the CPU
+   * backend stops at the first failed registration). */
+  refused = proxy_error(CD_STATUS_OUT_OF_MEMORY, "kernels_register",
+                        "the target registers more kernels than the %d the proxy wraps (MUTANT_MAX_KERNELS; %d "
+                        "registered, %d refused)%s%s",
+                        MUTANT_MAX_KERNELS, (int)g_kernel_count, (int)g_kernels_refused, e != NULL ? ": " : "",
+                        e != NULL ? g_target->error_get_message(e) : "");
+  if (e != NULL) g_target->error_destroy(e);
+  return refused;
 }
 
 /* ---- runtime operators: streams the core created -------------------------- */

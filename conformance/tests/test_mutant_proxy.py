@@ -603,3 +603,23 @@ def test_each_runtime_operator_has_its_effect_and_clears(proxy_env, operator):
         assert result["mutated"] == 2 * result["restored"] > 0, result
     else:
         assert result["mutated"] is False and result["restored"] is True, result
+
+
+def test_a_target_with_more_kernels_than_trampolines_is_refused_loudly(proxy_env, tmp_path: Path):
+    """Built with a limit of 10 kernels, the proxy refuses the CPU backend's
+    625 registrations by name instead of wrapping some of them."""
+    import chipdock
+
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    library = Path(proxy_env["CHIPDOCK_PLUGIN_PATH"]).parent / mc.PROXY_FILE
+    subprocess.run(
+        [compiler, "-std=c99", "-shared", "-fPIC", "-fvisibility=hidden", "-DMUTANT_MAX_KERNELS=10",
+         f"-I{chipdock.include_dir()}", str(REPO / "conformance" / "mutation" / "mutant_proxy.c"),
+         "-o", str(library), "-ldl", "-lpthread"],
+        check=True,
+    )  # fmt: skip
+    result = run_child(proxy_env, REFUSAL)
+    assert result["status"] == "refused", result
+    assert "mutant-cpu" in result["reason"] and "than the 10 the proxy wraps" in result["reason"], result["reason"]
