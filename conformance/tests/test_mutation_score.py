@@ -484,3 +484,26 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_settle_survives_a_broken_device_synchronize(monkeypatch):
+    """device_sync_last_stream once broke the harness's own wait (InvalidHandleError from synchronize), which
+    killed the mutant without any case failing: the wait ignores it and still drains pending."""
+    import chipdock
+    from chipdock_conformance import mutation_worker
+
+    class Device:
+        def synchronize(self):
+            raise chipdock.errors.InvalidHandleError("device_synchronize: stream is not live")
+
+    class Control:
+        reads = iter([2, 1, 0])
+
+        @property
+        def pending(self):
+            return next(self.reads)
+
+    monkeypatch.setattr(chipdock, "device", lambda spec: Device())
+    control = Control()
+    mutation_worker.settle("mutant:0", control)
+    assert next(control.reads, "drained") == "drained"

@@ -70,7 +70,10 @@ def settle(device: str, control: Any) -> None:
     drops is a hang of the mutant: the runner's silence timeout ends this child."""
     import chipdock
 
-    chipdock.device(device).synchronize()
+    try:
+        chipdock.device(device).synchronize()
+    except chipdock.ChipdockError:
+        pass  # a runtime mutant may break device_synchronize itself: only the cases judge it, not this wait
     while control.pending > 0:
         time.sleep(SETTLE_POLL_S)
 
