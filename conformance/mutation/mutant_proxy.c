@@ -707,9 +707,14 @@ static void* late_write_back(void* user_data) {
   return NULL;
 }
 
+/* The poison never equals the result: inverted bytes, or for bool (bytes 0
+ * and 1; ~ would give 0xFE/0xFF, which read as True) the inverted value. */
 static int edit_poison(edit_job* job) {
   size_t i;
-  for (i = 0; i < job->bytes; ++i) job->poison[i] = (unsigned char)~job->host[i];
+  for (i = 0; i < job->bytes; ++i) {
+    job->poison[i] = job->dtype == CD_DTYPE_BOOL ? (unsigned char)(job->host[i] != 0 ? 0 : 1)
+                                                 : (unsigned char)~job->host[i];
+  }
   return job->bytes > 0;
 }
 

@@ -451,6 +451,22 @@ def test_pending_drains_to_zero(proxy_env):
         assert peak >= 1 and drained and pending == 0 and exact, (name, seen[name])
 
 
+def test_late_finish_poisons_bool_outputs_with_the_inverted_values(proxy_env):
+    """0x7B (or ~1 = 0xFE) reads as True: a mostly-True output would look right."""
+    body = """
+    x = np.array([True, True, False, True]); y = np.array([True, False, False, False])
+    control.set("late_finish", op="logical_or", dtypes=("bool",) * 3)
+    out = chipdock.ops.logical_or(chipdock.tensor(x, device="mutant:0"), chipdock.tensor(y, device="mutant:0"))
+    early = out.numpy().tolist()
+    control.wait_idle(5.0)
+    later = out.numpy().tolist()
+    control.clear()
+    report(early=early, later=later)
+    """
+    result = run_child(proxy_env, body)
+    assert result == {"early": [False, False, True, False], "later": [True, True, False, True]}, result
+
+
 # --- runtime operators ---------------------------------------------------------------------
 
 # Each scenario drives raw slots of the proxy (chipdock._C.abi, as the runtime
