@@ -10,7 +10,10 @@
  *
  * Writers set `operator` to 0 first, then the other fields, then `operator`
  * last, so a reader never sees a half-written record with a live operator.
- * `applied` and `pending` are written by the proxy only (atomic adds).
+ * `applied` and `pending` are written by the proxy only (atomic adds);
+ * `release` by the harness only: other_stream holds its work until
+ * `release` differs from its value when the kernel was enqueued (the
+ * harness bumps it when a case is over, before it waits for `pending` 0).
  */
 #ifndef CHIPDOCK_MUTANT_CONTROL_H_
 #define CHIPDOCK_MUTANT_CONTROL_H_
@@ -60,6 +63,7 @@ typedef struct cd_mutant_control {
   uint32_t padding;
   uint64_t applied; /* +1 each time the mutation really changed something */
   int64_t pending;  /* work the proxy started outside the caller's streams, not yet finished */
+  uint64_t release; /* bumped by the harness when a case is over: other_stream's held work runs */
 } cd_mutant_control;
 
 /* C99 static assert (a negative array size fails to compile). */
@@ -74,7 +78,8 @@ CD_MUTANT_ASSERT_(offsetof(cd_mutant_control, op) == 84, op);
 CD_MUTANT_ASSERT_(offsetof(cd_mutant_control, padding) == 148, padding);
 CD_MUTANT_ASSERT_(offsetof(cd_mutant_control, applied) == 152, applied);
 CD_MUTANT_ASSERT_(offsetof(cd_mutant_control, pending) == 160, pending);
-CD_MUTANT_ASSERT_(sizeof(cd_mutant_control) == 168, size);
+CD_MUTANT_ASSERT_(offsetof(cd_mutant_control, release) == 168, release);
+CD_MUTANT_ASSERT_(sizeof(cd_mutant_control) == 176, size);
 CD_MUTANT_ASSERT_(sizeof(cd_mutant_control) <= CD_MUTANT_FILE_SIZE, fits_the_file);
 
 #endif /* CHIPDOCK_MUTANT_CONTROL_H_ */

@@ -61,7 +61,7 @@
 #endif
 #define MUTANT_MAX_DEVICES 64   /* devices with a stream of the proxy's own (other_stream) */
 #define MUTANT_LATE_MS 50       /* late_finish: the correct bytes arrive this long after the poison */
-#define MUTANT_DELAY_MS 20      /* other_stream: the kernel waits this long on the proxy's stream */
+#define MUTANT_HOLD_MS 10000    /* other_stream: longest hold when the harness never releases it */
 #define MUTANT_SKIP_BYTE 0x7B   /* skip_last: what the last element becomes */
 #define MUTANT_SHUTDOWN_WAIT_MS 10000
 #define MUTANT_MAX_EDIT_DIMS 64 /* views with more dims are left unmutated */
@@ -780,8 +780,11 @@ static cd_error* late_finish(const wrapped_kernel* kernel, const cd_kernel_conte
   }
 }
 
-/* other_stream: the kernel runs on a stream of the proxy's own, behind a
- * 20 ms sleep, unordered with the caller's stream (pending until done). */
+/* other_stream: the kernel runs on a stream of the proxy's own, held behind
+ * a host callback until the case is over (the harness bumps the record's
+ * `release`; the proxy's own device_synchronize bumps g_local_release),
+ * unordered with the caller's stream (pending until done). A fixed delay
+ * would race with the case's own download on a loaded machine. */
 static cd_stream* g_own_streams[MUTANT_MAX_DEVICES];
 static pthread_mutex_t g_own_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -800,9 +803,26 @@ static cd_error* own_stream(int32_t device, cd_stream** stream) {
   return e;
 }
 
-static void delay_callback(void* user_data) {
-  (void)user_data;
-  sleep_ms(MUTANT_DELAY_MS);
+static uint64_t g_local_release;
+
+typedef struct held_work {
+  uint64_t release; /* the record's `release` when the kernel was enqueued */
+  uint64_t local;   /* g_local_release then */
+} held_work;
+
+/* Lets every held kernel run (device_synchronize, error paths, shutdown). */
+static void release_held_work(void) { __atomic_fetch_add(&g_local_release, 1, __ATOMIC_SEQ_CST); }
+
+static int held_released(const held_work* held) {
+  return __atomic_load_n(&g_control->release, __ATOMIC_ACQUIRE) != held->release ||
+         __atomic_load_n(&g_local_release, __ATOMIC_ACQUIRE) != held->local;
+}
+
+static void hold_callback(void* user_data) {
+  held_work* held = (held_work*)user_data;
+  double deadline = now_ms() + MUTANT_HOLD_MS;
+  while (!held_released(held) && now_ms() < deadline) sleep_ms(1);
+  free(held);
 }
 static void pending_end_callback(void* user_data) {
   (void)user_data;
@@ -814,10 +834,17 @@ static cd_error* on_other_stream(const wrapped_kernel* kernel, const cd_kernel_c
   cd_stream* stream = NULL;
   cd_error* e;
   cd_error* done;
+  held_work* held;
   if (g_target->stream_add_host_callback == NULL) return kernel->fn(ctx); /* cannot delay: transparent */
   if ((e = own_stream(ctx->device, &stream)) != NULL) return e;
+  if ((held = (held_work*)malloc(sizeof(held_work))) == NULL) {
+    return proxy_error(CD_STATUS_OUT_OF_MEMORY, kernel->op, "other_stream: out of host memory");
+  }
+  held->release = __atomic_load_n(&g_control->release, __ATOMIC_ACQUIRE);
+  held->local = __atomic_load_n(&g_local_release, __ATOMIC_ACQUIRE);
   pending_begin();
-  e = g_target->stream_add_host_callback(stream, delay_callback, NULL);
+  e = g_target->stream_add_host_callback(stream, hold_callback, held);
+  if (e != NULL) free(held);
   if (e == NULL) {
     copy.stream = stream;
     count_applied();
@@ -826,6 +853,7 @@ static cd_error* on_other_stream(const wrapped_kernel* kernel, const cd_kernel_c
   done = g_target->stream_add_host_callback(stream, pending_end_callback, NULL);
   if (done != NULL) {
     g_target->error_destroy(done);
+    release_held_work(); /* else this wait lasts the whole hold */
     log_and_drop("stream_synchronize", g_target->stream_synchronize(stream));
     pending_end();
   }
@@ -1086,6 +1114,7 @@ static cd_error* proxy_device_synchronize(int32_t device) {
   cd_stream** list;
   cd_error* e;
   int mutate = runtime_operator_is(CD_MUTANT_DEVICE_SYNC_LAST_STREAM);
+  release_held_work(); /* a device-wide wait includes other_stream's held kernels: never a stall */
   if (!mutate && g_target->device_synchronize != NULL) return g_target->device_synchronize(device);
   if ((list = streams_of(device, &count)) == NULL) {
     return proxy_error(CD_STATUS_OUT_OF_MEMORY, "device_synchronize", "out of host memory");
@@ -1279,6 +1308,7 @@ static cd_error* proxy_plugin_shutdown(void) {
   int32_t d, i;
   /* Detached work (late write-backs, deferred destroys) must end before the
    * target's shutdown: it still uses the target. */
+  release_held_work();
   while (__atomic_load_n(&g_in_flight, __ATOMIC_SEQ_CST) > 0 && now_ms() < deadline) sleep_ms(1);
   if (__atomic_load_n(&g_in_flight, __ATOMIC_SEQ_CST) > 0) {
     return proxy_error(CD_STATUS_INTERNAL, "plugin_shutdown", "work the proxy started did not finish in %d ms",

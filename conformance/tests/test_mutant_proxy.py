@@ -103,6 +103,7 @@ def test_python_layout_matches_the_c_header():
         "padding": 148,
         "applied": mc.OFF_APPLIED,
         "pending": mc.OFF_PENDING,
+        "release": mc.OFF_RELEASE,
     }
     assert {k: int(v) for k, v in pinned.items()} == python
     codes = dict(re.findall(r"CD_MUTANT_(\w+) = (\d+)", HEADER.read_text()))
@@ -285,7 +286,7 @@ def attempt(seed):
 
 control.set(OPERATOR, k=K, op="add", dtypes=F32)
 effects = []
-for seed in range(5):  # other_stream's effect depends on the read coming within 20 ms
+for seed in range(5):  # perturb_ulp & co. need an input with something to change
     expected, got, later = attempt(seed)
     control.wait_idle(5.0)
     a, b = inputs(seed)
@@ -356,8 +357,8 @@ def check_kernel_effect(operator: str, result: dict) -> None:
         assert diff == [] and last["input_changed"]
     elif operator == "late_finish":  # poisoned when the stream says done, correct 50 ms later
         assert diff and last["later_exact"]
-    elif operator == "other_stream":
-        assert diff, "the output was read correct every time: the kernel did not run late"
+    elif operator == "other_stream":  # held until the case is over: wrong at the first read, every time
+        assert len(result["effects"]) == 1 and diff, "the kernel ran before the read"
     elif operator == "skip_last":
         assert diff == [63] and got[63] == 0x7B7B7B7B
 
@@ -449,6 +450,40 @@ def test_pending_drains_to_zero(proxy_env):
     seen = run_child(proxy_env, body)["seen"]
     for name, (peak, drained, pending, exact) in seen.items():
         assert peak >= 1 and drained and pending == 0 and exact, (name, seen[name])
+
+
+def test_other_stream_holds_its_kernel_until_the_case_is_over(proxy_env):
+    """Deterministic, not a race: the kernel waits on the proxy's stream until
+    the harness bumps `release` (wait_idle, the worker's settle), or a device
+    synchronize; so a read long after the launch still sees the wrong output."""
+    body = """
+    from chipdock_conformance.mutation_worker import settle
+    rng = np.random.default_rng(5)
+    control.set("other_stream", op="add", dtypes=("float32",) * 3)
+    seen = {}
+    for how in ("wait_idle", "device_synchronize", "settle"):
+        a = rng.standard_normal(1000).astype(np.float32) + 3.0  # new values: a reused block holds old sums
+        x = chipdock.tensor(a, device="mutant:0")
+        out = chipdock.ops.add(x, x)
+        time.sleep(0.1)  # 5x the old 20 ms hold: the kernel must still be held
+        early = same(out.numpy(), a + a)
+        pending = control.pending
+        start = time.monotonic()
+        if how == "wait_idle":
+            control.wait_idle(5.0)
+        elif how == "device_synchronize":
+            chipdock.device("mutant:0").synchronize()  # never a stall: it releases the held kernel
+            control.wait_idle(5.0)
+        else:
+            settle("mutant:0", control)
+        seen[how] = [early, pending, round(time.monotonic() - start, 3), same(out.numpy(), a + a), control.pending]
+    control.clear()
+    report(seen=seen)
+    """
+    seen = run_child(proxy_env, body)["seen"]
+    for how, (early, pending, seconds, late, pending_after) in seen.items():
+        assert not early and pending >= 1, (how, seen[how])
+        assert seconds < 2.0 and late and pending_after == 0, (how, seen[how])
 
 
 def test_late_finish_poisons_bool_outputs_with_the_inverted_values(proxy_env):

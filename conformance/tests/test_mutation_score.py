@@ -492,12 +492,18 @@ def test_settle_survives_a_broken_device_synchronize(monkeypatch):
     import chipdock
     from chipdock_conformance import mutation_worker
 
+    calls = []
+
     class Device:
         def synchronize(self):
+            calls.append("synchronize")
             raise chipdock.errors.InvalidHandleError("device_synchronize: stream is not live")
 
     class Control:
         reads = iter([2, 1, 0])
+
+        def release_held(self):
+            calls.append("release_held")
 
         @property
         def pending(self):
@@ -507,3 +513,5 @@ def test_settle_survives_a_broken_device_synchronize(monkeypatch):
     control = Control()
     mutation_worker.settle("mutant:0", control)
     assert next(control.reads, "drained") == "drained"
+    # other_stream holds its kernels until released: a synchronize before the release would wait for them
+    assert calls == ["release_held", "synchronize"]

@@ -47,6 +47,7 @@ OFF_DTYPES = 20
 OFF_OP = 84
 OFF_APPLIED = 152
 OFF_PENDING = 160
+OFF_RELEASE = 168
 
 #: Kernel operators: they apply to the one registered kernel (op, dtypes) the record names.
 KERNEL_OPERATORS: dict[str, int] = {
@@ -290,8 +291,21 @@ class Control:
         """Work the proxy started outside the caller's streams, not yet finished."""
         return struct.unpack_from("<q", self._map, OFF_PENDING)[0]
 
+    @property
+    def release(self) -> int:
+        """The release generation: other_stream holds its kernels until it changes."""
+        return struct.unpack_from("<Q", self._map, OFF_RELEASE)[0]
+
+    def release_held(self) -> None:
+        """Says the case is over: work other_stream holds on the proxy's own
+        stream runs now. Call it before any wait that would include that
+        stream (``wait_idle`` does; so must a device synchronize)."""
+        struct.pack_into("<Q", self._map, OFF_RELEASE, (self.release + 1) % 2**64)
+
     def wait_idle(self, timeout: float) -> bool:
-        """Waits until ``pending`` is 0; False if it is not within `timeout` seconds."""
+        """Releases held work, then waits until ``pending`` is 0; False if it
+        is not within `timeout` seconds."""
+        self.release_held()
         deadline = time.monotonic() + timeout
         while self.pending != 0:
             if time.monotonic() >= deadline:

@@ -70,6 +70,7 @@ def settle(device: str, control: Any) -> None:
     drops is a hang of the mutant: the runner's silence timeout ends this child."""
     import chipdock
 
+    control.release_held()  # the case is over: other_stream's held kernels run (else the sync below waits for them)
     try:
         chipdock.device(device).synchronize()
     except chipdock.ChipdockError:
