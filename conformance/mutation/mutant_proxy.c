@@ -1109,25 +1109,66 @@ static cd_error* synchronize_streams(cd_stream** list, size_t count) {
   return NULL;
 }
 
+static int target_has_device(int32_t device) {
+  int32_t count = 0;
+  cd_error* e = g_target->device_get_count(&count);
+  if (e != NULL) {
+    g_target->error_destroy(e);
+    return 0;
+  }
+  return device >= 0 && device < count;
+}
+
+/* The newest of `list` the target still knows: a tracked stream it refuses
+ * (its entry ran again and forgot its streams, say) is untracked and
+ * skipped, so the mutant never fails by syncing a dead handle. */
+static size_t newest_live(cd_stream** list, size_t count) {
+  while (count > 0 && g_target->stream_query != NULL) {
+    int32_t done = 1;
+    cd_error* e = g_target->stream_query(list[count - 1], &done);
+    if (e == NULL) break;
+    g_target->error_destroy(e);
+    untrack_stream(list[--count]);
+  }
+  return count; /* the newest live one is list[count - 1]; 0: none */
+}
+
+/* The mutant waits for the newest live stream only; every other argument
+ * and path is the target's, so only that planted semantics can kill it. */
+static cd_error* sync_last_stream(int32_t device) {
+  size_t count = 0, i;
+  int skipped_busy = 0;
+  cd_stream** list;
+  cd_error* e;
+  if (!target_has_device(device) && g_target->device_synchronize != NULL) {
+    return g_target->device_synchronize(device); /* the target's own refusal */
+  }
+  if ((list = streams_of(device, &count)) == NULL) {
+    return proxy_error(CD_STATUS_OUT_OF_MEMORY, "device_synchronize", "out of host memory");
+  }
+  count = newest_live(list, count);
+  if (count == 0) {
+    free(list);
+    return g_target->device_synchronize != NULL ? g_target->device_synchronize(device) : NULL;
+  }
+  for (i = 0; i + 1 < count; ++i) skipped_busy |= stream_busy(list[i]);
+  if (skipped_busy) count_applied();
+  e = synchronize_streams(list + count - 1, 1);
+  free(list);
+  return e;
+}
+
 static cd_error* proxy_device_synchronize(int32_t device) {
   size_t count = 0;
   cd_stream** list;
   cd_error* e;
-  int mutate = runtime_operator_is(CD_MUTANT_DEVICE_SYNC_LAST_STREAM);
   release_held_work(); /* a device-wide wait includes other_stream's held kernels: never a stall */
-  if (!mutate && g_target->device_synchronize != NULL) return g_target->device_synchronize(device);
+  if (runtime_operator_is(CD_MUTANT_DEVICE_SYNC_LAST_STREAM)) return sync_last_stream(device);
+  if (g_target->device_synchronize != NULL) return g_target->device_synchronize(device);
   if ((list = streams_of(device, &count)) == NULL) {
     return proxy_error(CD_STATUS_OUT_OF_MEMORY, "device_synchronize", "out of host memory");
   }
-  if (mutate && count > 0) {
-    size_t i;
-    int skipped_busy = 0;
-    for (i = 0; i + 1 < count; ++i) skipped_busy |= stream_busy(list[i]);
-    if (skipped_busy) count_applied();
-    e = synchronize_streams(list + count - 1, 1);
-  } else {
-    e = synchronize_streams(list, count);
-  }
+  e = synchronize_streams(list, count);
   free(list);
   return e;
 }

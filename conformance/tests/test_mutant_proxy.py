@@ -656,6 +656,32 @@ def test_each_runtime_operator_has_its_effect_and_clears(proxy_env, operator):
         assert result["mutated"] is False and result["restored"] is True, result
 
 
+def test_device_sync_last_stream_differs_from_the_target_only_in_which_streams_it_waits_for(proxy_env):
+    """Killed only by its planted semantics: a bad ordinal is the target's own
+    refusal, and the stream it waits for is the newest one still live."""
+    body = """
+    chipdock.device("mutant:0")
+    api, cpu = abi.Api("mutant"), abi.Api("cpu")
+    control.set("device_sync_last_stream")
+    bad = (-1, api.device_get_count()[2], 99)
+    refusals = {str(d): [api.device_synchronize(d)[0], cpu.device_synchronize(d)[0]] for d in bad}
+    older = call("stream_create", 0, 0)
+    gate = gated(older)
+    newer = call("stream_create", 0, 0)
+    call("stream_destroy", newer)  # the newest live stream is `older` again
+    waited = blocks(lambda: call("device_synchronize", 0), gate)
+    call("stream_synchronize", older)
+    call("stream_destroy", older)
+    control.clear()
+    report(refusals=refusals, waited=waited)
+    """
+    prelude_calls = RUNTIME[RUNTIME.index("def call(") : RUNTIME.index("def scenario(")]
+    result = run_child(proxy_env, prelude_calls + textwrap.dedent(body))
+    assert result["waited"], result
+    for ordinal, (mutant, target) in result["refusals"].items():
+        assert mutant == target != 0, (ordinal, result)
+
+
 def test_a_target_with_more_kernels_than_trampolines_is_refused_loudly(proxy_env, tmp_path: Path):
     """Built with a limit of 10 kernels, the proxy refuses the CPU backend's
     625 registrations by name instead of wrapping some of them."""
