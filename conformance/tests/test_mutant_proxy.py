@@ -682,6 +682,33 @@ def test_device_sync_last_stream_differs_from_the_target_only_in_which_streams_i
         assert mutant == target != 0, (ordinal, result)
 
 
+def test_device_sync_last_stream_skips_a_stream_the_target_forgot(proxy_env):
+    """A negotiate case calls a copy of the proxy's entry, which runs the target's entry again: the target forgets
+    its streams while the proxy still tracks them. The mutant once synchronized such a dead handle and raised
+    InvalidHandleError (a kill by side effect); it now skips it."""
+    body = """
+    from chipdock_conformance.case import Context
+    from chipdock_conformance.suites import collect_suite
+    from chipdock_conformance.worker import run_case
+    ctx = Context("mutant:0", level="quick")
+    cases = collect_suite("runtime", "chipdock_conformance.runtime", ctx).cases
+    negotiate = next(c for c in cases if c.id.startswith("runtime/abi/negotiate"))
+    chipdock.device("mutant:0")
+    api = abi.Api("mutant")
+    stream = api.stream_create(0, 0)[2]
+    negotiated = run_case(negotiate, ctx)["status"]
+    forgotten = api.stream_query(stream)[0] != 0
+    control.set("device_sync_last_stream")
+    status = api.device_synchronize(0)[0]
+    control.clear()
+    report(negotiated=negotiated, forgotten=forgotten, status=status)
+    """
+    result = run_child(proxy_env, body)
+    if not result["forgotten"]:
+        pytest.skip("the target kept its streams across a second entry: nothing stale to skip")
+    assert result == {"negotiated": "pass", "forgotten": True, "status": 0}, result
+
+
 def test_a_target_with_more_kernels_than_trampolines_is_refused_loudly(proxy_env, tmp_path: Path):
     """Built with a limit of 10 kernels, the proxy refuses the CPU backend's
     625 registrations by name instead of wrapping some of them."""
