@@ -804,6 +804,54 @@ static cd_error* own_stream(int32_t device, cd_stream** stream) {
 }
 
 static uint64_t g_local_release;
+static cd_event* g_own_events[MUTANT_MAX_DEVICES]; /* orders the launch poison before the held kernel */
+
+/* Whether [low, high) meets the bytes of an input (an in-place kernel). */
+static int overlaps_an_input(const cd_kernel_context* ctx, uintptr_t low, uintptr_t high) {
+  int32_t i;
+  for (i = 0; i < ctx->num_inputs; ++i) {
+    int64_t in_low, in_high;
+    if (view_numel(ctx->inputs[i]) == 0) continue;
+    view_span(ctx->inputs[i], &in_low, &in_high);
+    if ((uintptr_t)ctx->inputs[i]->data + (uintptr_t)in_low < high &&
+        low < (uintptr_t)ctx->inputs[i]->data + (uintptr_t)in_high) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Output 0 (when dense) reads 0x7B bytes (bool: False) in the caller's
+ * stream order until the held kernel runs: without it a block the allocator
+ * reused may still hold the same result from an earlier case, and whether
+ * the mutant is seen would depend on which case ran before. The proxy's
+ * stream waits for an event recorded after the poison, so a release never
+ * lets the poison land after the kernel. Best effort: where it cannot
+ * (strided output, in place, missing slots), the kernel is still unordered. */
+static void poison_at_launch(const cd_kernel_context* ctx, cd_stream* own) {
+  const cd_tensor_view* out;
+  int64_t low, high;
+  cd_error* e;
+  if (ctx->num_outputs == 0 || view_numel(ctx->outputs[0]) == 0) return;
+  out = ctx->outputs[0];
+  view_span(out, &low, &high);
+  if ((size_t)(high - low) != (size_t)view_numel(out) * dtype_size(out->dtype)) return; /* gaps: not ours */
+  /* in place: the poison would reach the kernel's own input */
+  if (overlaps_an_input(ctx, (uintptr_t)out->data + (uintptr_t)low, (uintptr_t)out->data + (uintptr_t)high)) return;
+  if (g_target->memory_set_async == NULL || g_target->stream_wait_event == NULL) return;
+  pthread_mutex_lock(&g_own_lock);
+  e = g_own_events[ctx->device] != NULL ? NULL : g_target->event_create(ctx->device, 0, &g_own_events[ctx->device]);
+  if (e == NULL) {
+    /* bool: False (0x7B reads as True, what most bool results of the suites are) */
+    int32_t poison = out->dtype == CD_DTYPE_BOOL ? 0 : MUTANT_SKIP_BYTE;
+    e = g_target->memory_set_async(ctx->device, device_offset(out->data, low), poison, (size_t)(high - low),
+                                   ctx->stream);
+  }
+  if (e == NULL) e = g_target->event_record(g_own_events[ctx->device], ctx->stream);
+  if (e == NULL) e = g_target->stream_wait_event(own, g_own_events[ctx->device]);
+  pthread_mutex_unlock(&g_own_lock);
+  if (e != NULL) log_and_drop("other_stream poison", e);
+}
 
 typedef struct held_work {
   uint64_t release; /* the record's `release` when the kernel was enqueued */
@@ -842,6 +890,7 @@ static cd_error* on_other_stream(const wrapped_kernel* kernel, const cd_kernel_c
   }
   held->release = __atomic_load_n(&g_control->release, __ATOMIC_ACQUIRE);
   held->local = __atomic_load_n(&g_local_release, __ATOMIC_ACQUIRE);
+  poison_at_launch(ctx, stream);
   pending_begin();
   e = g_target->stream_add_host_callback(stream, hold_callback, held);
   if (e != NULL) free(held);
@@ -1357,7 +1406,9 @@ static cd_error* proxy_plugin_shutdown(void) {
   }
   for (d = 0; d < MUTANT_MAX_DEVICES; ++d) {
     if (g_own_streams[d] != NULL) log_and_drop("stream_destroy", g_target->stream_destroy(g_own_streams[d]));
+    if (g_own_events[d] != NULL) log_and_drop("event_destroy", g_target->event_destroy(g_own_events[d]));
     g_own_streams[d] = NULL;
+    g_own_events[d] = NULL;
   }
   __atomic_store_n(&g_free_waiting, 1, __ATOMIC_RELEASE);
   drain_free_list();

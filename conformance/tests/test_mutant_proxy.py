@@ -486,6 +486,28 @@ def test_other_stream_holds_its_kernel_until_the_case_is_over(proxy_env):
         assert seconds < 2.0 and late and pending_after == 0, (how, seen[how])
 
 
+def test_other_stream_output_reads_a_poison_not_a_stale_result(proxy_env):
+    """The allocator may hand the output a block that already holds the same result (an earlier case's): the
+    held kernel's output then looked right, and which case killed the mutant varied between runs. Output 0 reads
+    0x7B bytes (bool: False) until the held kernel has run."""
+    body = """
+    a = np.arange(256, dtype=np.float32)
+    x = chipdock.tensor(a, device="mutant:0")
+    first = chipdock.ops.add(x, x)
+    right = same(first.numpy(), a + a)
+    del first  # its block goes back to the cache, holding a + a
+    control.set("other_stream", op="add", dtypes=("float32",) * 3)
+    out = chipdock.ops.add(x, x)
+    held = out.numpy().view(np.uint32).tolist()
+    control.wait_idle(5.0)
+    later = same(out.numpy(), a + a)
+    control.clear()
+    report(right=right, held=sorted(set(held)), later=later)
+    """
+    result = run_child(proxy_env, body)
+    assert result == {"right": True, "held": [0x7B7B7B7B], "later": True}, result
+
+
 def test_late_finish_poisons_bool_outputs_with_the_inverted_values(proxy_env):
     """0x7B (or ~1 = 0xFE) reads as True: a mostly-True output would look right."""
     body = """
