@@ -420,6 +420,77 @@ def kernel_finishes_late(device: str) -> tuple[bool, str]:
     return wrong > 0, f"sqrt read after its stream finished: {wrong} of {data.size} elements not written yet"
 
 
+def host_kernel_error(device: str, apply: Callable[[chipdock.Tensor], chipdock.Tensor],
+                      reference: Callable[[np.ndarray], np.ndarray], with_scalar: bool = True) -> float:
+    """The largest error of `apply` against `reference` (float64; relative
+    above 1, absolute below) over the layouts a planted float32 kernel must
+    handle: a contiguous 3-d input, a transposed view, a sliced strided view,
+    an empty input and (unless `with_scalar` is false) a scalar."""
+    data = np.random.default_rng(16).uniform(-8, 8, (3, 4, 6)).astype(np.float32)
+    x = chipdock.tensor(data, device=device)
+    scalar = data[0, 0, :1].reshape(())
+    layouts = [(x, data), (x.transpose(0, 2), data.swapaxes(0, 2)), (x[1:, ::2], data[1:, ::2]),
+               (chipdock.tensor(data[:0], device=device), data[:0])]
+    if with_scalar:
+        layouts.append((chipdock.tensor(scalar, device=device), scalar))
+    worst = 0.0
+    for view, host in layouts:
+        got = apply(view).numpy().astype(np.float64)
+        want = reference(host.astype(np.float64))
+        if got.shape != want.shape:
+            return float("inf")
+        if got.size:
+            worst = max(worst, float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0))))
+    return worst
+
+
+def np_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.ones_like(x)
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True, initial=-np.inf))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def np_log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    top = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(divide="ignore"):  # log(0) of an empty axis, broadcast to an empty result
+        return x - top - np.log(np.exp(x - top).sum(axis=axis, keepdims=True))
+
+
+def softmax_in_range(device: str) -> tuple[bool, str]:
+    """The planted float32 softmax (no max shift) is right where e^x neither
+    overflows nor underflows, on every axis and layout. Observed means it is
+    not: a defect beyond the planted one."""
+    worst = max(host_kernel_error(device, lambda v, a=axis: ops.softmax(v, axis=a),
+                                  lambda h, a=axis: np_softmax(h, a), axis == -1) for axis in (0, 1, -1))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def log_softmax_short_rows(device: str) -> tuple[bool, str]:
+    """The planted float32 log_softmax (one 4096 tile) is right on rows up to
+    4096 long, on every axis and layout (observed: a defect beyond the planted one)."""
+    worst = max(host_kernel_error(device, lambda v, a=axis: ops.log_softmax(v, axis=a),
+                                  lambda h, a=axis: np_log_softmax(h, a), axis == -1)
+                for axis in (0, 1, -1))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def silu_in_range(device: str) -> tuple[bool, str]:
+    """The planted float32 silu (x e^x / (1 + e^x)) is right below e^x's
+    overflow, on every layout (observed: a defect beyond the planted one)."""
+    worst = host_kernel_error(device, ops.silu, lambda h: h / (1 + np.exp(-h)))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def tanh_nonzero(device: str) -> tuple[bool, str]:
+    """The planted float32 tanh (the sign of -0 lost) is right on nonzero
+    inputs, on every layout (observed: a defect beyond the planted one)."""
+    worst = host_kernel_error(device, ops.tanh, np.tanh)
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
 PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     copy_drops_last_byte, async_copy_ignores_order, event_early, timing_backwards, fp16_accumulate,
     broadcast_axis, reduction_skips_tail, writes_past_output, leak, crash_kernel, hang_kernel,
@@ -428,7 +499,7 @@ PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     relu_writes_input, ignores_byte_offset, reversed_read_forward, matmul_transposed_as_row_major,
     conv_ignores_dilation, log_softmax_one_tile, layer_norm_scale_last_dim, copy_whole_chunks,
     properties_memory_decimal, timing_at_record, device_sync_last_stream, destroy_no_wait,
-    kernel_finishes_late)}
+    kernel_finishes_late, softmax_in_range, log_softmax_short_rows, silu_in_range, tanh_nonzero)}
 
 
 def main(argv: list[str]) -> int:

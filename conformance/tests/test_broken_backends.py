@@ -234,11 +234,15 @@ def test_private_cpu_instance_is_separate(broken: BrokenBuild) -> None:
 
 
 @pytest.mark.parametrize("bug_name, probe", [("fp16_accumulate", "fp16_sum_shapes"),
-                                             ("wrong_dtype_claim", "exp_f64_views")])
+                                             ("wrong_dtype_claim", "exp_f64_views"),
+                                             ("softmax_no_max_shift", "softmax_in_range"),
+                                             ("log_softmax_one_tile", "log_softmax_short_rows"),
+                                             ("silu_naive_exp", "silu_in_range"),
+                                             ("tanh_loses_zero_sign", "tanh_nonzero")])
 def test_planted_kernels_are_otherwise_right(broken: BrokenBuild, bug_name: str, probe: str) -> None:
-    """The two kernels the shim computes itself differ from the reference only
-    by their planted bug: shapes, axes, keepdims, views and empty inputs are
-    right, so the suite fails them for precision alone."""
+    """The kernels the shim computes itself differ from the reference only by
+    their planted bug: shapes, axes, keepdims, views and empty inputs are
+    right, so the suite fails them for the planted bug alone."""
     [bug] = [bug for bug in BUGS if bug.name == bug_name]
     returncode, seen, err = run_probe(broken, bug, probe, "cpu:0", bug.device)
     assert returncode == 0, err
