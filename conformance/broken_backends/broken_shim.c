@@ -22,7 +22,7 @@
  * Device memory is only ever touched through the CPU instance's own slots
  * (memcpy, memset), which translate device addresses, so the shim works
  * under CHIPDOCK_CPU_STRICT=1. The kernels the shim computes itself (bugs
- * 5, 12, 16, 17, 19, 25) stage data through host buffers inside a host
+ * 5, 12, 16, 17, 19, 25, 33) stage data through host buffers inside a host
  * callback: the CPU backend runs callbacks as tasks of the stream, in order
  * with the rest. The others run the real CPU kernel, on a view the bug gets
  * wrong (6, 7, 18, 20-24, 26) or followed by work of their own (8, 10, 11,
@@ -31,6 +31,7 @@
 #define _GNU_SOURCE /* dladdr, RTLD_NOLOAD */
 
 #include <dlfcn.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -84,7 +85,8 @@ enum {
   BUG_TIMING_AT_RECORD = 29,
   BUG_DEVICE_SYNC_LAST_STREAM = 30,
   BUG_DESTROY_NO_WAIT = 31,
-  BUG_KERNEL_FINISHES_LATE = 32
+  BUG_KERNEL_FINISHES_LATE = 32,
+  BUG_MAX_STARTS_AT_LOWEST = 33
 };
 
 #define SHIM_MAX_DIMS 16 /* views with more dims go to the real kernel untouched */
@@ -591,6 +593,47 @@ static cd_error* rows_f32_host(const cd_kernel_context* ctx) {
   return enqueue_job(ctx, job, rows_f32_run);
 }
 
+/* Bug 33: float32 max reduction whose accumulator starts at the lowest
+ * finite float (-FLT_MAX) instead of -inf: a reduced slice that holds only
+ * -inf gives -3.4e38. NaN propagates as it should. */
+static void max_f32_run(void* user_data) {
+  staged_job* job = (staged_job*)user_data;
+  float* x = (float*)malloc((size_t)job->in_numel * sizeof(float) + 1);
+  float* y = (float*)malloc((size_t)job->out_numel * sizeof(float) + 1);
+  int64_t i;
+  if (x == NULL || y == NULL) {
+    shim_log(CD_LOG_ERROR, g_error_oom.message);
+  } else if (stage_in(job, x, (size_t)job->in_numel * sizeof(float))) {
+    for (i = 0; i < job->out_numel; ++i) y[i] = -FLT_MAX;
+    for (i = 0; i < job->in_numel; ++i) {
+      int64_t rest = i, o = 0;
+      int32_t d;
+      for (d = job->ndim - 1; d >= 0; --d) {
+        o += (rest % job->shape[d]) * job->out_stride[d];
+        rest /= job->shape[d];
+      }
+      if (!isnan(y[o]) && (isnan(x[i]) || x[i] > y[o])) y[o] = x[i];
+    }
+    stage_out(job, y, (size_t)job->out_numel * sizeof(float));
+  }
+  free(x);
+  free(y);
+  free(job);
+}
+
+static cd_error* max_f32_from_lowest(const cd_kernel_context* ctx) {
+  staged_job* job;
+  int64_t stride = 1;
+  int32_t d;
+  if (ctx->inputs[0]->ndim > SHIM_MAX_DIMS) return &g_error_rank;
+  if ((job = new_job(ctx)) == NULL) return &g_error_oom;
+  for (d = job->ndim - 1; d >= 0; --d) { /* C-contiguous output over the kept axes */
+    job->out_stride[d] = is_reduced(ctx, d) ? 0 : stride;
+    if (!is_reduced(ctx, d)) stride *= job->shape[d];
+  }
+  return enqueue_job(ctx, job, max_f32_run);
+}
+
 /* ---- bugs 18, 20-24, 26: the real kernel on a wrong view ------------------ */
 /* A context whose views the bug may rewrite: copies of the call's views
  * (and of their strides and shapes), pointed to by `context`. */
@@ -1028,6 +1071,7 @@ static const char* planted_op(void) {
     case BUG_LOG_SOFTMAX_ONE_TILE: return "log_softmax";
     case BUG_LAYER_NORM_SCALE_LAST_DIM: return "layer_norm";
     case BUG_KERNEL_FINISHES_LATE: return "sqrt";
+    case BUG_MAX_STARTS_AT_LOWEST: return "max";
     default: return NULL;
   }
 }
@@ -1064,6 +1108,10 @@ static cd_kernel_fn planted_kernel(cd_dtype_t dtype, uint32_t* flags) {
       if (!f32) return NULL;
       *flags = contiguous;
       return tanh_f32_magnitude;
+    case BUG_MAX_STARTS_AT_LOWEST:
+      if (!f32) return NULL;
+      *flags = contiguous;
+      return max_f32_from_lowest;
     case BUG_REDUCTION_SKIPS_TAIL: return f32 ? sum_skips_tail : NULL;
     case BUG_BROADCAST_AXIS: return add_wrong_broadcast;
     case BUG_WRITES_PAST_OUTPUT: return relu_writes_past_end;

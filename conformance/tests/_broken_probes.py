@@ -491,6 +491,32 @@ def tanh_nonzero(device: str) -> tuple[bool, str]:
     return worst > 1e-5, f"worst error {worst:.3g}"
 
 
+def max_starts_at_lowest(device: str) -> tuple[bool, str]:
+    x = np.array([[-np.inf, -np.inf], [1.0, -np.inf]], np.float32)
+    got = ops.max(chipdock.tensor(x, device=device), axes=(1,)).numpy()
+    return got.tolist() != [-np.inf, 1.0], f"max over the rows of {x.tolist()} gave {got.tolist()}"
+
+
+def max_shapes(device: str) -> tuple[bool, str]:
+    """The planted float32 max (accumulator from -FLT_MAX) is right wherever a
+    slice holds a value above -inf: every axes/keepdims combination, a
+    transposed view, NaN (observed: a defect beyond the planted one)."""
+    data = np.random.default_rng(33).uniform(-9, 9, (2, 3, 5)).astype(np.float32)
+    data[1, 2, 3] = np.nan
+    x = chipdock.tensor(data, device=device)
+    mismatches = []
+    for axes in [(), (0,), (1,), (2,), (0, 2), (-1,)]:
+        for keepdims in (False, True):
+            got = ops.max(x, axes=axes, keepdims=keepdims).numpy()
+            want = data.max(axis=axes or None, keepdims=keepdims)
+            if got.shape != want.shape or not np.array_equal(got, want, equal_nan=True):
+                mismatches.append((axes, keepdims, got.tolist(), want.tolist()))
+    strided = ops.max(x.transpose(0, 2), axes=(1,)).numpy()
+    if not np.array_equal(strided, data.transpose(2, 1, 0).max(axis=1), equal_nan=True):
+        mismatches.append(("transposed", strided.tolist()))
+    return bool(mismatches), f"mismatches: {mismatches}"
+
+
 PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     copy_drops_last_byte, async_copy_ignores_order, event_early, timing_backwards, fp16_accumulate,
     broadcast_axis, reduction_skips_tail, writes_past_output, leak, crash_kernel, hang_kernel,
@@ -499,7 +525,8 @@ PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     relu_writes_input, ignores_byte_offset, reversed_read_forward, matmul_transposed_as_row_major,
     conv_ignores_dilation, log_softmax_one_tile, layer_norm_scale_last_dim, copy_whole_chunks,
     properties_memory_decimal, timing_at_record, device_sync_last_stream, destroy_no_wait,
-    kernel_finishes_late, softmax_in_range, log_softmax_short_rows, silu_in_range, tanh_nonzero)}
+    kernel_finishes_late, softmax_in_range, log_softmax_short_rows, silu_in_range, tanh_nonzero,
+    max_starts_at_lowest, max_shapes)}
 
 
 def main(argv: list[str]) -> int:

@@ -238,7 +238,8 @@ def test_private_cpu_instance_is_separate(broken: BrokenBuild) -> None:
                                              ("softmax_no_max_shift", "softmax_in_range"),
                                              ("log_softmax_one_tile", "log_softmax_short_rows"),
                                              ("silu_naive_exp", "silu_in_range"),
-                                             ("tanh_loses_zero_sign", "tanh_nonzero")])
+                                             ("tanh_loses_zero_sign", "tanh_nonzero"),
+                                             ("max_starts_at_lowest", "max_shapes")])
 def test_planted_kernels_are_otherwise_right(broken: BrokenBuild, bug_name: str, probe: str) -> None:
     """The kernels the shim computes itself differ from the reference only by
     their planted bug: shapes, axes, keepdims, views and empty inputs are
