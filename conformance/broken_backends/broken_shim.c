@@ -478,7 +478,7 @@ static cd_error* neg_hangs(const cd_kernel_context* ctx) {
   return e != NULL ? e : g_cpu->stream_add_host_callback(ctx->stream, hang_forever, NULL);
 }
 
-/* ---- bugs 16, 17, 19, 25: float32 kernels the shim computes itself -------- */
+/* ---- bugs 16, 17, 19, 25, 33: float32 kernels the shim computes itself ---- */
 /* Elementwise float32 (the input and output are contiguous and have the
  * same element count). */
 static void unary_f32_run(void* user_data) {
