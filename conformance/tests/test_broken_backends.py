@@ -18,6 +18,7 @@ once per process (CHIPDOCK_PLUGIN_PATH names the one backend to load).
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import importlib.util
 import json
@@ -134,13 +135,23 @@ def run_build_step(command: list[str]) -> None:
 
 @pytest.fixture(scope="session")
 def broken(tmp_path_factory: pytest.TempPathFactory) -> BrokenBuild:
-    """Every broken backend, built once (one CMake project, a target per bug)."""
-    build = tmp_path_factory.mktemp("broken_backends")
-    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    run_build_step(["cmake", "-S", str(BROKEN_DIR), "-B", str(build), *generator,
-                    f"-Dchipdock_DIR={cmake_dir()}", f"-DCHIPDOCK_CPU_LIBRARY={cpu_library()}",
-                    f"-DPython3_EXECUTABLE={sys.executable}"])
-    run_build_step(["cmake", "--build", str(build), "--parallel", "2"])
+    """Every broken backend, built once per test run (one CMake project, a
+    target per bug). Under pytest-xdist the workers share one build: the
+    first to take the lock builds it in the run's common temp folder, the
+    others wait and reuse it (each worker building its own doubled the
+    module's setup time)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this run's folder either way
+    build = shared / "broken_backends"
+    with open(shared / "broken_backends.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (build / "built").is_file():
+            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            run_build_step(["cmake", "-S", str(BROKEN_DIR), "-B", str(build), *generator,
+                            f"-Dchipdock_DIR={cmake_dir()}", f"-DCHIPDOCK_CPU_LIBRARY={cpu_library()}",
+                            f"-DPython3_EXECUTABLE={sys.executable}"])
+            run_build_step(["cmake", "--build", str(build), "--parallel", "2"])
+            (build / "built").touch()
     return BrokenBuild(build)
 
 
