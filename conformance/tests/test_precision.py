@@ -371,3 +371,311 @@ def test_a_new_elementwise_op_needs_only_its_spec_entry_and_an_oracle():
     sig = precision.Signature({"T": "float16"}, "float16", "float16", ["float16"])
     names = [v.name for v in precision.variants("cube", op, sig)]
     assert {"specials", "scalar", "empty", "strided", "transposed", "large"} <= set(names)
+
+
+# --- the zero sign and NaN-ness in every class (opset.yaml: precision.zero_sign) ----------------
+
+def _flip_all_zeros(x: np.ndarray) -> np.ndarray:
+    return _flip_zeros(x, np.ones(x.shape, bool))
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["sin", "tanh", "erf", "sqrt", "silu", "gelu", "leaky_relu"])
+def test_ulp_class_rejects_a_zero_of_the_wrong_sign_where_the_result_is_an_exact_zero(op, name):
+    x = metrics.round_to(np.array([-0.0, 0.0, 0.5]), name)  # f(-0) is -0, f(+0) is +0
+    want = _oracle(op, [x])
+    right = metrics.round_to(want.values[0], name)
+    assert np.signbit(right[:2].astype(np.float64)).tolist() == [True, False]
+    assert precision.judge(op, name, [right], want).status == "pass"
+    for i in (0, 1):
+        res = precision.judge(op, name, [_flip_zeros(right, np.arange(3) == i)], want)
+        assert res.status == "fail" and "wrong sign" in res.reason and res.metrics["worst_index"] == [i], (op, i)
+
+
+def test_ulp_class_accepts_either_zero_for_a_result_that_only_underflows():
+    # exp(-200) is 1.4e-87: +0 in float32, but -0 is as close to it as +0 (and -sub is 1 ulp away)
+    x = np.array([-200.0, -np.inf], np.float32)
+    want = _oracle("exp", [x])
+    assert precision.judge("exp", "float32", [np.array([-0.0, 0.0], np.float32)], want).status == "pass"
+    # exp(-inf) is exactly +0: its sign is judged
+    assert precision.judge("exp", "float32", [np.array([0.0, -0.0], np.float32)], want).status == "fail"
+
+
+def test_tolerance_class_judges_the_zero_sign_unless_the_spec_leaves_it_to_the_order():
+    x = np.array([[-0.0, 2.0, 3.0], [-0.0, -2.0, 3.0], [1.0, -1.0, 0.0]], np.float32)
+    want = _oracle("prod", [x], {"axes": [1]})  # the sign of a zero product is the parity of the signs
+    right = want.values[0].astype(np.float32)
+    assert np.signbit(right[:2]).tolist() == [True, False]
+    assert precision.judge("prod", "float32", [right], want, [right]).status == "pass"
+    res = precision.judge("prod", "float32", [_flip_zeros(right, np.arange(3) == 0)], want, [right])
+    assert res.status == "fail" and res.metrics["tolerance"]["device_units"] == np.inf
+    # a sum of -0s is -0 added in order, +0 from an accumulator that starts at +0: either
+    y = np.array([[-0.0, -0.0], [1.0, -1.0]], np.float32)
+    for op in ("sum", "mean"):
+        want = _oracle(op, [y], {"axes": [1]})
+        right = want.values[0].astype(np.float32)
+        for got in (right, _flip_all_zeros(right)):
+            assert precision.judge(op, "float32", [got], want, [right]).status == "pass", op
+    a = np.array([[-0.0, 1.0]], np.float32)
+    b = np.array([[1.0], [-0.0]], np.float32)  # -0 * 1 + 1 * -0 is -0 in order
+    want = _oracle("matmul", [a, b])
+    assert precision.judge("matmul", "float32", [np.array([[0.0]], np.float32)], want).status == "pass"
+
+
+def test_where_the_zero_sign_is_free_is_the_specs_field_not_python(monkeypatch):
+    spec = precision._spec()["ops"]
+    free = {n for n, op in spec.items() if (op.get("precision") or {}).get("zero_sign") == "unspecified"}
+    assert {"sum", "mean", "cumsum", "matmul", "gemm", "conv2d", "layer_norm"} <= free
+    assert not free & {"prod", "softmax", "log_softmax", "add", "exp", "max"}
+    assert all(spec[n]["precision"]["class"] == "tolerance" for n in free)
+    want = Result([np.array([-0.0])], [np.array([0.0])])  # -0 + -0 in order (NumPy's sum starts at +0)
+    got = [np.array([0.0], np.float32)]
+    assert precision.judge("sum", "float32", got, want).status == "pass"
+    strict = {k: v for k, v in precision.precision_of("sum").items() if k != "zero_sign"}
+    monkeypatch.setattr(precision, "precision_of", lambda op: strict)
+    assert precision.judge("sum", "float32", got, want).status == "fail"
+
+
+def test_a_number_where_the_oracle_is_nan_and_a_wrong_infinity_fail_every_class():
+    cases = [  # (op, inputs, attrs, a number instead of NaN, -inf instead of +inf)
+        ("add", [np.array([np.inf, 3e38], np.float32), np.array([-np.inf, 3e38], np.float32)], {}),  # exact
+        ("log", [np.array([-1.0, np.inf], np.float32)], {}),  # ulp
+        ("sum", [np.array([[np.inf, -np.inf], [np.inf, 1.0]], np.float32)], {"axes": [1]}),  # tolerance
+    ]
+    for op, ins, attrs in cases:
+        want = _oracle(op, ins, attrs)
+        right = metrics.round_to(want.values[0], "float32")
+        assert np.isnan(right[0]) and np.isposinf(right[1]), op
+        assert precision.judge(op, "float32", [right], want, [right]).status == "pass", op
+        for wrong in (np.array([0.0, np.inf], np.float32), np.array([np.nan, -np.inf], np.float32),
+                      np.array([np.nan, np.nan], np.float32)):
+            assert precision.judge(op, "float32", [wrong], want, [right]).status == "fail", (op, wrong)
+
+
+def test_a_reference_wrong_on_a_special_value_does_not_widen_the_limit():
+    x = np.array([[np.nan, 1.0], [0.25, 0.5]], np.float32)
+    want = _oracle("sum", [x], {"axes": [1]})
+    right = metrics.round_to(want.values[0], "float32")
+    broken_ref = np.array([0.0, 0.75], np.float32)  # its NaN lost: infinitely many units off
+    assert precision.judge("sum", "float32", [right], want, [broken_ref]).status == "pass"
+    far = np.array([np.nan, 0.76], np.float32)  # 0.01 off: far beyond the floor
+    assert precision.judge("sum", "float32", [far], want, [broken_ref]).status == "fail"
+
+
+# --- the generators reach every region the semantics distinguish -------------------------------
+
+def _variant(op: str, sig_dtypes: dict, name: str):
+    spec = precision._spec()["ops"][op]
+    sig = next(s for s in precision.signatures(op, spec, None if spec.get("view") else _codes(op, sig_dtypes))
+               if s.binding == sig_dtypes)
+    return next(v for v in precision.variants(op, spec, sig) if v.name == name)
+
+
+def _codes(op: str, binding: dict) -> list[list[int]]:
+    from chipdock._dtypes import BY_CODE
+
+    spec = precision._spec()["ops"][op]
+    code = {d.name: c for c, d in BY_CODE.items()}
+    ports = precision._ports(spec["inputs"]) + precision._ports(spec["outputs"])
+    return [[code[binding[var]] for _, var, _ in ports]]
+
+
+def _built(op: str, binding: dict, name: str) -> tuple[list, dict]:
+    return _variant(op, binding, name).build(V.rng(0, op, name))
+
+
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"]
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", BINARY)
+def test_every_pair_of_special_values_meets_in_every_binary_op(op, name):
+    (a, b), _ = _built(op, {"T": name} if op not in ("eq", "ne", "lt", "le", "gt", "ge") else
+                       {"T": name, "B": "bool"}, "special_pairs")
+    s = V.specials(name)
+    pairs = {(x.tobytes(), y.tobytes()) for x, y in zip(a, b, strict=True)}
+    assert pairs == {(x.tobytes(), y.tobytes()) for x in s for y in s}  # all 17 x 17, signs and NaNs kept
+    f = lambda v: np.asarray(v).astype(np.float64)  # noqa: E731
+    met = lambda p, q: bool(np.any(p(f(a)) & q(f(b))))  # noqa: E731
+    assert met(np.isnan, np.isnan) and met(np.isposinf, np.isneginf) and met(np.isneginf, np.isneginf)
+    assert met(lambda v: (v == 0) & ~np.signbit(v), lambda v: (v == 0) & np.signbit(v))
+    assert met(lambda v: (v == 0) & np.signbit(v), lambda v: (v == 0) & ~np.signbit(v))
+
+
+def test_special_pairs_cover_every_input_of_where_and_integer_dtypes():
+    (c, a, b), _ = _built("where", {"B": "bool", "T": "float16"}, "special_pairs")
+    assert len(c) == 2 * 17 * 17 and set(c.tolist()) == {False, True}
+    (x, y), _ = _built("div", {"T": "int8"}, "special_pairs")
+    assert any(int(p) == -128 and int(q) == -1 for p, q in zip(x, y, strict=True))  # the wrapping quotient
+    assert any(int(q) == 0 for q in y)  # a zero divisor
+
+
+def _near(values: np.ndarray, point: float, name: str, steps: int = 1) -> bool:
+    """values holds ``point`` rounded to ``name`` and a value on each side of it within ``steps`` ulps."""
+    v = values.astype(np.float64)
+    p = float(metrics.round_to(np.array(point), name))
+    u = float(metrics.ulp_of(np.array([p]), name)[0])
+    return bool(np.any(v == p) and np.any((v < p) & (v >= p - steps * u)) and np.any((v > p) & (v <= p + steps * u)))
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+def test_thresholds_surround_the_overflow_and_underflow_points_of_each_formula(name):
+    (x,), _ = _built("exp", {"T": name}, "thresholds")
+    for f in V.limits(name):  # exp overflows, turns subnormal, underflows: in name and every wider type
+        for point in (np.log(float(f.max)), np.log(float(f.tiny)), np.log(float(f.smallest_subnormal))):
+            if abs(point) < float(metrics.finfo(name).max):
+                assert _near(x, point, name), (name, point)
+    assert _near(x, np.log(np.finfo(np.float32).max), name) or name == "float64"  # the issue's 88.7
+    for op in ("sigmoid", "silu", "tanh"):
+        (x,), _ = _built(op, {"T": name}, "thresholds")
+        top = np.log(float(metrics.finfo(name).max)) / (2 if op == "tanh" else 1)
+        assert _near(x, top, name) and _near(x, -top, name), (op, name)  # exp(+-x) overflows there
+    (x,), _ = _built("log", {"T": name}, "thresholds")
+    sub = float(metrics.finfo(name).smallest_subnormal)
+    v = x.astype(np.float64)
+    assert {0.0, sub, 2 * sub, -sub, 1.0} <= set(v.tolist()) and np.signbit(v[v == 0]).any()
+    assert _near(x, 1.0, name) and _near(x, float(metrics.finfo(name).tiny), name)
+    (x,), _ = _built("sqrt", {"T": name}, "thresholds")
+    v = x.astype(np.float64)
+    assert (np.signbit(v) & (v == 0)).any() and (v == sub).any() and (v == -sub).any()
+
+
+def test_gelu_thresholds_reach_the_underflow_of_its_tails_in_both_forms():
+    for variant, attrs in (("thresholds", {}), ("tanh_thresholds", {"approximate": "tanh"})):
+        (x,), a = _built("gelu", {"T": "float32"}, variant)
+        assert a.get("approximate", "none") == attrs.get("approximate", "none")
+        want = metrics.round_to(_oracle("gelu", [x], a).values[0], "float32").astype(np.float64)
+        assert ((want == 0) & (x < 0)).any() and ((want != 0) & (np.abs(want) < 1.2e-38)).any()  # 0 and subnormal
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+def test_pow_thresholds_overflow_and_underflow_with_both_signs(name):
+    (a, b), _ = _built("pow", {"T": name}, "thresholds")
+    with np.errstate(all="ignore"):
+        r = metrics.round_to(np.power(a.astype(np.float64), b.astype(np.float64)), name).astype(np.float64)
+    assert np.isposinf(r).any() and np.isneginf(r).any()
+    top = float(metrics.finfo(name).max)
+    assert ((np.abs(r) > top / 2) & np.isfinite(r)).any()
+    sub = float(metrics.finfo(name).smallest_subnormal)
+    assert ((r == 0) & np.signbit(r)).any() and ((r == 0) & ~np.signbit(r)).any() and (np.abs(r) == sub).any()
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_large_logits_break_a_naive_softmax_and_the_judge_sees_it(op, name):
+    (x,), attrs = _built(op, {"T": name}, "large_logits")
+    want = _oracle(op, [x], attrs)
+    right = metrics.round_to(want.values[0], name)
+    assert precision.judge(op, name, [right], want).status == "pass"
+    rows = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        assert np.isinf(metrics.round_to(np.exp(rows), name).astype(np.float64)).any(axis=1).sum() >= 3
+    assert (rows == -np.inf).all(axis=1).any() and np.isposinf(rows).any()
+    with np.errstate(all="ignore"):  # the kernel a vendor writes first: no max subtracted, in its dtype
+        w = np.float64 if name == "float64" else np.float32
+        e = np.exp(rows.astype(w))
+        naive = e / e.sum(axis=1, keepdims=True)
+        naive = np.log(naive) if op == "log_softmax" else naive
+    res = precision.judge(op, name, [metrics.round_to(naive.astype(np.float64), name)], want)
+    assert res.status == "fail" and res.metrics["tolerance"]["device_units"] == np.inf
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "prod"])
+def test_partial_sums_that_overflow_float16_are_generated_where_the_accumulator_is_wider(op):
+    (x,), attrs = _built(op, {"T": "float16"}, "partial_sums_overflow")
+    with np.errstate(over="ignore"):
+        if op == "prod":
+            running = np.cumprod(x, axis=1, dtype=np.float16)
+        else:
+            running = np.cumsum(x, axis=1, dtype=np.float16)
+    want = metrics.round_to(_oracle(op, [x], attrs).values[0], "float16").astype(np.float64)
+    assert (np.isinf(running.astype(np.float64)).any(axis=1) & np.isfinite(want)).any()
+    for name in ("float32", "float64", "bfloat16"):  # a float32 accumulator may overflow there too
+        names = [v.name for v in precision.variants(op, precision._spec()["ops"][op],
+                                                    precision.Signature({"T": name}, name, name, [name]))]
+        assert "partial_sums_overflow" not in names and "zero_signs" in names
+
+
+def test_zero_sign_rows_make_signed_zero_results():
+    (x,), attrs = _built("prod", {"T": "float32"}, "zero_signs")
+    got = metrics.round_to(_oracle("prod", [x], attrs).values[0], "float32")
+    assert ((got == 0) & np.signbit(got)).any() and ((got == 0) & ~np.signbit(got)).any()
+
+
+@pytest.mark.parametrize(("src", "dst"), [("float32", "float16"), ("float64", "float32"), ("float32", "bfloat16"),
+                                          ("bfloat16", "float16"), ("int32", "float16"), ("int64", "float64")])
+def test_cast_ties_are_midpoints_that_round_to_even(src, dst):
+    (x,), attrs = _built("cast", {"T": src, "U": dst}, "ties")
+    assert attrs == {"to": dst}
+    from fractions import Fraction
+
+    v = [Fraction(int(a)) if src.startswith("int") else Fraction(float(a)) for a in x]
+    r = metrics.round_to(np.array([float(a) for a in v]), dst)  # float(Fraction) rounds once
+    dt = metrics.np_dtype(dst)
+    with np.errstate(over="ignore"):
+        up, down = np.nextafter(r, np.array(np.inf, dt)), np.nextafter(r, np.array(-np.inf, dt))
+    # a midpoint: exactly as far from the other neighbour of dst as from the one it rounded to, which
+    # then has an even last bit
+    ties = [(a, float(b)) for a, b, hi, lo in zip(v, r.astype(np.float64), up.astype(np.float64),
+                                                   down.astype(np.float64), strict=True)
+            if np.isfinite(b) and abs(a - Fraction(float(b))) in
+            {abs(Fraction(float(h)) - a) for h in (hi, lo) if np.isfinite(h)}]
+    assert len(ties) >= 4 and all(int(np.asarray(b, np.float64).astype(dt).view(
+        {2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize])) % 2 == 0 for _, b in ties)
+    if (src, dst) in (("float32", "float16"), ("float64", "float32"), ("int32", "float16")):
+        assert np.isinf(r.astype(np.float64)).any()  # the midpoint past the largest value rounds to inf
+    if not src.startswith("int"):
+        r = r.astype(np.float64)
+        assert ((r == 0) & np.signbit(r)).any()  # half the smallest subnormal: a signed zero
+
+
+@pytest.mark.parametrize("op", ["sort", "argsort"])
+def test_sort_keys_tie_plus_and_minus_zero_and_nans_in_every_row(op):
+    for name in ("plain", "descending"):
+        (x,), attrs = _built(op, {"T": "float32"} if op == "sort" else {"T": "float32", "I": "int64"},
+                             f"special_keys_{name}")
+        assert attrs.get("descending", False) == (name == "descending")
+        v = x.astype(np.float64)
+        zero = v == 0
+        assert ((zero & np.signbit(v)).any(axis=1) & (zero & ~np.signbit(v)).any(axis=1)).all()
+        assert (np.isnan(v).sum(axis=1) >= 2).all()
+        # a sort that puts -0 before +0 (not stable on equal keys) differs in the bits
+        want = _oracle("sort", [x], attrs)
+        right = metrics.round_to(want.values[0], "float32")
+        unstable = right.copy()
+        for row in unstable:
+            z = np.flatnonzero(row == 0)
+            row[z] = np.sort(np.where(np.signbit(row[z]), -1.0, 1.0)) * 0.0  # -0s first, then +0s
+        assert precision.judge("sort", "float32", [right], want).status == "pass"
+        assert precision.judge("sort", "float32", [unstable], want).status == "fail"
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_naive_exp_formulas_fail_their_thresholds(name):
+    """Kernels a vendor writes first, computed in float32 as 16-bit kernels do: each passes the random
+    values of its domain but breaks at a threshold the generator now reaches."""
+    naive = {
+        "sigmoid": lambda x: np.exp(x) / (1 + np.exp(x)),  # inf / inf past ln(max)
+        "tanh": lambda x: (np.exp(2 * x) - 1) / (np.exp(2 * x) + 1),  # inf / inf past ln(max) / 2
+        "silu": lambda x: x * np.exp(x) / (1 + np.exp(x)),
+    }
+    for op, f in naive.items():
+        (x,), attrs = _built(op, {"T": name}, "thresholds")
+        want = _oracle(op, [x], attrs)
+        with np.errstate(all="ignore"):
+            got = f(x.astype(np.float32))
+        assert precision.judge(op, name, [metrics.round_to(got.astype(np.float64), name)], want).status == "fail"
+        wide = np.abs(x.astype(np.float64))
+        safe = (wide > 0.5) & (wide < 20)  # the same formula inside the domain is fine (tanh cancels near 0)
+        assert precision.judge(op, name, [metrics.round_to(got[safe].astype(np.float64), name)],
+                               _oracle(op, [x[safe]], attrs)).status == "pass", op
+
+
+def test_a_float16_accumulator_fails_the_partial_sums_that_overflow():
+    (x,), attrs = _built("sum", {"T": "float16"}, "partial_sums_overflow")
+    want = _oracle("sum", [x], attrs)
+    with np.errstate(over="ignore"):
+        in_f16 = np.cumsum(x, axis=1, dtype=np.float16)[:, -1]
+    in_f32 = metrics.round_to(x.astype(np.float32).sum(axis=1).astype(np.float64), "float16")
+    assert precision.judge("sum", "float16", [in_f32], want).status == "pass"
+    assert precision.judge("sum", "float16", [in_f16], want).status == "fail"

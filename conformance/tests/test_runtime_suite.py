@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -166,6 +168,8 @@ class MisbehavingApi:
     def __init__(self, real: Any, bug: str) -> None:
         self._real = real
         self._bug = bug
+        self._streams: list[int] = []  # live streams, in creation order
+        self._recorded_ms: dict[int, float] = {}  # event -> host time of its last event_record
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._real, name)
@@ -175,7 +179,69 @@ class MisbehavingApi:
             return self._real.memcpy(direction, device, dst, src, nbytes - 1)
         if self._bug == "async_copy_ignores_order" and stream is not None:
             return self._real.memcpy(direction, device, dst, src, nbytes)  # now, not in stream order
+        for bug, limit in (("copy_truncated_64k", 64 << 10), ("copy_truncated_256k", 256 << 10)):
+            if self._bug == bug:
+                nbytes = min(nbytes, limit)  # sync and async, every direction
         return self._real.memcpy(direction, device, dst, src, nbytes, stream)
+
+    def memory_set(self, device: int, ptr: int, value: int, nbytes: int, stream: Any = None) -> Any:
+        if self._bug == "memset_truncated_256k":
+            nbytes = min(nbytes, 256 << 10)
+        return self._real.memory_set(device, ptr, value, nbytes, stream)
+
+    def stream_create(self, device: int, flags: int = 0, null_out: bool = False) -> Any:
+        result = self._real.stream_create(device, flags, null_out)
+        if result[0] == 0:
+            self._streams.append(result[2])
+        return result
+
+    def stream_destroy(self, stream: int) -> Any:
+        if stream in self._streams:
+            self._streams.remove(stream)
+        if self._bug == "destroy_no_wait":  # returns at once; a detached thread waits and destroys
+            threading.Thread(target=self._real.stream_destroy, args=(stream,), daemon=True).start()
+            return (0, "")
+        return self._real.stream_destroy(stream)
+
+    def stream_synchronize(self, stream: int) -> Any:
+        if self._bug == "stream_sync_no_wait":
+            return (0, "")
+        return self._real.stream_synchronize(stream)
+
+    def device_synchronize(self, device: int) -> Any:
+        """device_sync_last_stream / _first_stream: synchronizes only the most
+        recently (or first) created live stream."""
+        if self._bug in ("device_sync_last_stream", "device_sync_first_stream") and self._streams:
+            return self._real.stream_synchronize(self._streams[-1 if self._bug.endswith("last_stream") else 0])
+        return self._real.device_synchronize(device)
+
+    def stream_wait_event(self, stream: int, event: int) -> Any:
+        if self._bug == "wait_event_ignored":
+            return (0, "")
+        return self._real.stream_wait_event(stream, event)
+
+    def event_record(self, event: int, stream: int) -> Any:
+        self._recorded_ms[event] = time.perf_counter() * 1e3
+        return self._real.event_record(event, stream)
+
+    def memory_get_info(self, device: int, *args: Any, **kwargs: Any) -> Any:
+        result = self._real.memory_get_info(device, *args, **kwargs)
+        if self._bug == "memory_info_total_2x" and result[0] == 0:
+            return (*result[:3], 2 * result[3])
+        return result
+
+    def device_get_properties(self, device: int, *args: Any, **kwargs: Any) -> Any:
+        result = self._real.device_get_properties(device, *args, **kwargs)
+        if result[0] != 0:
+            return result
+        props = dict(result[2])
+        if self._bug == "mask_omits_float16":
+            props["supported_dtypes"] &= ~(1 << chipdock.float16.code)
+        elif self._bug == "dlpack_cpu_not_addressable":
+            props["dlpack_device_type"], props["host_addressable"] = 1, 0
+        else:
+            return result
+        return (result[0], result[1], props, *result[3:])
 
     def event_query(self, event: int, null_out: bool = False) -> Any:
         result = self._real.event_query(event, null_out)
@@ -184,14 +250,18 @@ class MisbehavingApi:
         return result
 
     def event_synchronize(self, event: int) -> Any:
-        if self._bug == "event_completes_early":
+        if self._bug in ("event_completes_early", "event_sync_no_wait"):
             return (0, "")
         return self._real.event_synchronize(event)
 
     def event_elapsed_time(self, start: int, end: int, null_out: bool = False) -> Any:
         code, message, ms = self._real.event_elapsed_time(start, end, null_out)
+        if self._bug == "elapsed_ignores_pending" and code == abi.STATUS["NOT_READY"]:
+            return (0, "", 0.0)  # answers for an event that has not completed
         if self._bug == "timing_runs_backwards" and code == 0:
             ms = -ms
+        if self._bug == "timing_at_record" and code == 0:  # host time between the event_record calls
+            ms = self._recorded_ms[end] - self._recorded_ms[start]
         return (code, message, ms)
 
     def memory_free(self, device: int, ptr: int) -> Any:
@@ -212,6 +282,38 @@ PLANTED = {
     "timing_runs_backwards": ("runtime.events", "runtime/events/elapsed_plausible"),
     "free_leaks": ("runtime.memory", "runtime/memory/info_accounting"),
     "allocation_leaks_4k": ("runtime.memory", "runtime/memory/info_churn"),
+    "timing_at_record": ("runtime.events", "runtime/events/elapsed_busy[held_between]"),
+    "device_sync_last_stream": ("runtime.streams", "runtime/streams/device_synchronize[release=2,1,0]"),
+    "device_sync_first_stream": ("runtime.streams", "runtime/streams/device_synchronize[release=0,2,1]"),
+    "destroy_no_wait": ("runtime.streams", "runtime/streams/destroy_waits"),
+    "stream_sync_no_wait": ("runtime.streams", "runtime/streams/synchronize_waits"),
+    "event_sync_no_wait": ("runtime.events", "runtime/events/synchronize_waits"),
+    "elapsed_ignores_pending": ("runtime.events", "runtime/events/elapsed_refusals"),
+    "wait_event_ignored": ("runtime.streams", "runtime/streams/wait_event_cross_stream"),
+    "copy_truncated_64k": ("runtime.memory", "runtime/memory/copy[sync,size=65537,offsets=odd]"),
+    "copy_truncated_256k": ("runtime.memory", "runtime/memory/copy[async,size=1048579,offsets=odd]"),
+    "memset_truncated_256k": ("runtime.memory", "runtime/memory/memset[async,size=1048579]"),
+    "memory_info_total_2x": ("runtime.device", "runtime/device/properties_vs_memory_info"),
+    "mask_omits_float16": ("runtime.device", "runtime/device/properties_vs_kernels"),
+    "dlpack_cpu_not_addressable": ("runtime.device", "runtime/device/host_addressable"),
+}
+#: Bugs every case of a list must catch, each for its own reason (a release
+#: order or an elapsed-time case that a bug slips through is a hole).
+PLANTED_EVERYWHERE = {
+    "device_sync_last_stream": ["runtime/streams/device_synchronize[release=2,1,0]",
+                                "runtime/streams/device_synchronize[release=1,2,0]",
+                                "runtime/streams/device_synchronize[release=0,2,1]"],
+    "timing_at_record": ["runtime/events/elapsed_busy[held_between]", "runtime/events/elapsed_busy[held_before]"],
+    "event_completes_early": ["runtime/events/states", "runtime/events/synchronize_waits"],
+}
+#: What the failure must say where the case could also fail for another reason.
+PLANTED_REASON = {
+    "elapsed_ignores_pending": "still pending afterwards must fail with CD_STATUS_NOT_READY",
+    "timing_at_record": "timestamps taken at event_record",
+    "device_sync_last_stream": "device_synchronize.* returned while the gates of streams",
+    "destroy_no_wait": "stream_destroy.* returned while a gate held the stream",
+    "copy_truncated_256k": "1048579 bytes",
+    "memory_info_total_2x": "memory_get_info says total",
 }
 
 
@@ -224,6 +326,10 @@ def test_planted_bug_fails_its_group(bug: str, monkeypatch: pytest.MonkeyPatch) 
     failed = {case_id for case_id, r in results.items() if r.status == "fail"}
     assert must_fail in failed, results[must_fail]
     assert results[must_fail].reason
+    missed = [c for c in PLANTED_EVERYWHERE.get(bug, []) if c not in failed]
+    assert not missed, {c: results[c] for c in missed}
+    if bug in PLANTED_REASON:
+        assert re.search(PLANTED_REASON[bug], results[must_fail].reason), results[must_fail].reason
 
 
 class EventAndHostThreadCallbacks:

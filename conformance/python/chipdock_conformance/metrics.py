@@ -7,7 +7,8 @@ matches NaN, an infinity matches the same infinity, and an infinity against
 a finite number counts as the distance from the largest finite value plus
 one unit (so a result that overflows one step early is 1 ulp off, not
 infinitely). +0 and -0 are 0 ulp apart; ``bit_mismatch`` (exact class)
-tells them apart.
+tells them apart, and ``zero_sign_mismatch`` does where the exact result is a
+signed zero (the judge applies it in the ulp and tolerance classes).
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def ulp_error(got: np.ndarray, oracle64: np.ndarray, name: str) -> np.ndarray:
     err = np.where(nan_g & nan_r, 0.0, np.where(nan_g | nan_r, np.inf, err))
     err = np.where(np.isinf(g) & np.isinf(r) & (g != r), np.inf, err)  # infinities of opposite signs
     return np.where((g == r), 0.0, err)
+
+
+def zero_sign_mismatch(got: np.ndarray, oracle64: np.ndarray) -> np.ndarray:
+    """Per element: the exact result is a zero (the float64 oracle is +0 or -0) and ``got`` is the
+    zero of the other sign. Only an exact zero has a sign to get right: a result that underflows
+    is as close to either zero as to the smallest subnormal of either sign."""
+    g, o = np.asarray(got).astype(np.float64), np.asarray(oracle64, np.float64)
+    return (o == 0) & (g == 0) & (np.signbit(g) != np.signbit(o))
 
 
 def _bits(a: np.ndarray) -> np.ndarray:

@@ -6,7 +6,10 @@ views, long reductions, large tensors) and values (+-0, +-inf, NaN,
 subnormals, large magnitudes). A case:
 
 1. draws its inputs in float64 from ``values.rng(seed, case id)`` and rounds
-   them once to the case dtypes on the host;
+   them once to the case dtypes on the host; besides random values, fixed
+   recipes reach the regions an op's semantics tell apart (overflow and
+   underflow thresholds from the dtypes' finfo, every pair of special values,
+   rounding ties, zeros of both signs, logits that overflow a naive softmax);
 2. runs ``chipdock.ops.<op>`` on the device under test and, for the
    ``tolerance`` class, on the reference (``ctx.reference``), with the same
    rounded inputs and the same memory layouts;
@@ -16,6 +19,9 @@ subnormals, large magnitudes). A case:
    with ``zero_sign_on_ties: unspecified``, a zero of either sign where the
    op compared +0 with -0, as the oracle's ``zero_ties`` marks);
    ``ulp`` within ``ulp[dtype]`` units of the correctly rounded result;
+   in every class NaN must be NaN, an infinity the same infinity, and a zero
+   the exact result's zero with its sign (unless the spec says
+   ``zero_sign: unspecified``: accumulations, whose zero sign is the order's);
    ``tolerance`` with the error in units of ``eps_out*|oracle| +
    eps_acc*magnitude`` (``precision_tables.tolerance``) no larger than
    ``max(multiple * the reference's own, floor)``. Integer outputs are
@@ -29,15 +35,17 @@ recipe yields one failing case that says so.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import metrics as M
 from . import values as V
 from .case import Case, CaseResult, Context
-from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error
+from .metrics import FLOATS, bit_mismatch, errors, finfo, np_dtype, round_to, ulp_error, zero_sign_mismatch
 from .oracles import ORACLES, Result
 
 Arrays = list[np.ndarray | None]
@@ -51,7 +59,15 @@ class Variant:
     name: str
     build: Builder
     quick: bool = False
-    layout: str = "contiguous"  # applied to the first input (the others stay contiguous)
+    # a str: the first input's layout (the others stay contiguous); a tuple: each input's, in order
+    # (inputs past its end stay contiguous). Names from values.LAYOUTS.
+    layout: str | tuple[str, ...] = "contiguous"
+
+
+def input_layouts(layout: str | tuple[str, ...], n: int) -> list[str]:
+    """The layout of each of ``n`` inputs for a Variant's ``layout``."""
+    given = (layout,) if isinstance(layout, str) else tuple(layout)
+    return [given[i] if i < len(given) else "contiguous" for i in range(n)]
 
 
 @dataclass
@@ -141,23 +157,44 @@ def override(op_name: str, dtype: str, key: str) -> Any:
 
 # ------------------------------------------------------------------ running
 
-def _upload(arrays: Arrays, device: str, layout: str) -> list[Any]:
-    out = []
-    for i, a in enumerate(arrays):
-        out.append(None if a is None else V.upload(a, device, layout if i == 0 else "contiguous"))
-    return out
+def _upload(arrays: Arrays, device: str, layout: str | tuple[str, ...]) -> list[V.Uploaded | None]:
+    return [None if a is None else V.upload_view(a, device, how)
+            for a, how in zip(arrays, input_layouts(layout, len(arrays)), strict=True)]
+
+
+class InputChanged(Exception):
+    """An op changed the memory of one of its inputs (inside its view or in the allocation around it)."""
+
+
+def _input_names(op_name: str, n: int) -> list[str]:
+    """The spec's name of each of ``n`` inputs (a variadic port: ``name[i]``)."""
+    ports = _ports(_spec()["ops"][op_name]["inputs"])
+    if any(item.get("variadic") for _, _, item in ports):
+        return [f"{ports[0][0]}[{i}]" for i in range(n)]
+    return [ports[i][0] if i < len(ports) else str(i) for i in range(n)]
+
+
+def _check_inputs(op_name: str, device: str, uploads: list[V.Uploaded | None]) -> None:
+    """Every input allocation read back and compared bit for bit with what was uploaded."""
+    for i, (u, name) in enumerate(zip(uploads, _input_names(op_name, len(uploads)), strict=True)):
+        where = None if u is None else u.changed()
+        if where is not None:
+            raise InputChanged(f"{op_name} on {device} wrote into input {i} ({name}): {where}")
 
 
 def _api_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if not k.startswith("_")}
 
 
-def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, layout: str) -> list[np.ndarray]:
-    """``chipdock.ops.<op>`` on ``device``; the outputs as NumPy arrays (inputs and outputs released)."""
+def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str,
+           layout: str | tuple[str, ...]) -> list[np.ndarray]:
+    """``chipdock.ops.<op>`` on ``device``; the outputs as NumPy arrays (inputs and outputs released).
+    Raises InputChanged when, after the op, an input's allocation no longer holds what was uploaded."""
     import chipdock
 
     fn = getattr(chipdock.ops, op_name)
-    tensors = _upload(arrays, device, layout)
+    uploads = _upload(arrays, device, layout)
+    tensors = [None if u is None else u.view for u in uploads]
     kwargs = _api_attrs(attrs)
     spec = _spec()["ops"][op_name]
     if not spec["inputs"]:
@@ -172,6 +209,7 @@ def run_op(op_name: str, arrays: Arrays, attrs: dict[str, Any], device: str, lay
     got = [V.download(t) for t in outs]
     del outs, result, tensors
     chipdock.device(device).synchronize()
+    _check_inputs(op_name, device, uploads)
     return got
 
 
@@ -205,8 +243,11 @@ def _guard_violations(device: str) -> list[str]:
 
 # ------------------------------------------------------------------ judging
 
-def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -> tuple[float, np.ndarray]:
-    """The largest error in units of the dtype's error scale; non-finite values must match exactly."""
+def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str,
+               zero_sign: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """The largest error in units of the dtype's error scale; non-finite values must match exactly
+    (NaN-ness, infinities with their sign), and so must the zero's sign where ``zero_sign`` marks it
+    judged and the exact result is a zero: a mismatch there is an infinite error."""
     row = tolerance_table()[dtype]
     g, o = got.astype(np.float64), np.asarray(want, np.float64)
     r = round_to(o, dtype).astype(np.float64)
@@ -218,7 +259,16 @@ def _tol_units(got: np.ndarray, want: np.ndarray, mag: np.ndarray, dtype: str) -
     with np.errstate(invalid="ignore", over="ignore"):
         units = np.where(special, np.where(same_special, 0.0, np.inf), np.abs(g - o) / scale)
     units = np.where(np.isnan(units), np.inf, units)
+    if zero_sign is not None:
+        units = np.where(zero_sign & zero_sign_mismatch(g, o), np.inf, units)
     return (float(units.max()) if units.size else 0.0), units
+
+
+def _finite_max(units: np.ndarray) -> float:
+    """The reference's own error that scales the limit: its finite part only (a special value the
+    reference gets wrong must not make every error of the device acceptable)."""
+    finite = units[np.isfinite(units)]
+    return float(finite.max()) if finite.size else 0.0
 
 
 def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, reference: list[np.ndarray] | None = None,
@@ -235,11 +285,13 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
         kind = cls if out_dtype in FLOATS else "exact"
         if kind == "exact" and out_dtype in FLOATS and override(op_name, out_dtype, "ulp") is not None:
             kind = "ulp"  # an exact op with a stated ulp allowance for this dtype (the spec gives the reason)
+        # where a zero of the wrong sign is an error (floats; the spec and the oracle's ties decide)
+        signed = ~_free_zero_sign(prec, want, k, g, o, out_dtype) if out_dtype in FLOATS else None
         if kind == "exact":
             w = round_to(o, out_dtype) if out_dtype in FLOATS else np.asarray(o).astype(g.dtype)
             bad = bit_mismatch(g, w)
-            if out_dtype in FLOATS:
-                bad &= ~_free_zero_sign(prec, want, k, g, w)
+            if signed is not None:
+                bad &= signed
             tol: dict[str, Any] = {"class": "exact"}
             source = f"opset.yaml: {op_name}.precision.class" if cls == "exact" else "integer outputs are exact"
             e = errors(g, np.asarray(o).astype(np.float64) if out_dtype in FLOATS else w.astype(np.float64),
@@ -250,19 +302,22 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             bound = float(override(op_name, out_dtype, "ulp") if override(op_name, out_dtype, "ulp") is not None
                           else prec["ulp"][out_dtype])
             err = ulp_error(g, o, out_dtype)
-            bad = err > bound
+            wrong_zero = signed & zero_sign_mismatch(g, o)
+            bad = (err > bound) | wrong_zero
             tol = {"class": "ulp", "ulp": bound}
             where = "overrides.ulp" if override(op_name, out_dtype, "ulp") is not None else "ulp"
             source = f"opset.yaml: {op_name}.precision.{where}.{out_dtype}"
-            e = errors(g, o, out_dtype, bad)
+            e = errors(g, o, out_dtype, bad, np.where(wrong_zero, np.inf, err))
             ok = not bad.any()
-            detail = f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}"
+            detail = (f"{int(wrong_zero.sum())} zeros of the wrong sign, the first at {e.worst_index}"
+                      if wrong_zero.any() else f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}")
         else:
             if want.magnitude is None:
                 raise ValueError(f"the oracle of {op_name} gives no magnitude for the tolerance class")
             mag = want.magnitude[k]
-            dev_units, units = _tol_units(g, o, mag, out_dtype)
-            ref_units = _tol_units(reference[k], o, mag, out_dtype)[0] if reference is not None else 0.0
+            dev_units, units = _tol_units(g, o, mag, out_dtype, signed)
+            ref_units = (_finite_max(_tol_units(reference[k], o, mag, out_dtype, signed)[1])
+                         if reference is not None else 0.0)
             row = tolerance_table()[out_dtype]
             multiple = float(override(op_name, out_dtype, "multiple") or prec.get("multiple", 1))
             limit = max(multiple * ref_units, float(row["floor"]))
@@ -277,20 +332,27 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             ok = dev_units <= limit
             detail = (f"error {dev_units:.3g} units > limit {limit:.3g} (reference {ref_units:.3g} x {multiple:g}, "
                       f"floor {row['floor']}) at {e.worst_index}")
+            if np.isinf(dev_units):
+                detail = (f"{int(np.isinf(units).sum())} values whose NaN-ness, infinity or zero sign differs from "
+                          f"the oracle's, the first at {e.worst_index}")
         _merge(metrics, e.as_dict(), tol, source)
         if not ok:
             failures.append(f"output {k} ({out_dtype}): {detail}")
     return CaseResult("fail" if failures else "pass", "; ".join(failures), metrics)
 
 
-def _free_zero_sign(prec: dict[str, Any], want: Result, k: int, got: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Where a zero of the other sign is accepted: only for an op whose spec leaves the zero sign
-    unspecified on ties (``zero_sign_on_ties: unspecified``), only where the oracle says the compared
-    values were +0 and -0, and only when both results are zeros."""
+def _free_zero_sign(prec: dict[str, Any], want: Result, k: int, got: np.ndarray, oracle: np.ndarray,
+                    dtype: str) -> np.ndarray:
+    """Where a zero of either sign is accepted (both the result and the oracle being zeros): everywhere
+    for an op whose spec says ``zero_sign: unspecified`` (an accumulation, whose zero sign depends on
+    the order of its terms); for ``zero_sign_on_ties: unspecified`` only where the oracle says the
+    compared values were +0 and -0. Everywhere else the sign of a zero result is judged."""
+    zeros = (got.astype(np.float64) == 0) & (round_to(oracle, dtype).astype(np.float64) == 0)
+    if prec.get("zero_sign") == "unspecified":
+        return zeros
     if prec.get("zero_sign_on_ties") != "unspecified" or want.zero_ties is None:
         return np.zeros(got.shape, bool)
-    g, w = got.astype(np.float64), wanted.astype(np.float64)
-    return np.asarray(want.zero_ties[k], bool) & (g == 0) & (w == 0)
+    return np.asarray(want.zero_ties[k], bool) & zeros
 
 
 def _merge(metrics: dict[str, Any], e: dict[str, Any], tol: dict[str, Any], source: str) -> None:
@@ -325,6 +387,63 @@ DOMAIN: dict[str, tuple[float, float]] = {
     "silu": (-50.0, 50.0), "gelu": (-10.0, 10.0), "pow": (0.1, 4.0),
 }
 ATTRS: dict[str, dict[str, Any]] = {"leaky_relu": {"alpha": 0.2}, "clip": {"min": -3.5, "max": 5.25}}
+
+
+def _ln(v: Any) -> float:
+    return math.log(float(v))
+
+
+def _solve(f: Callable[[float], float], target: float, lo: float, hi: float) -> float:
+    """The x in [lo, hi] where the monotone f crosses target (bisection in float64)."""
+    f_lo = f(lo)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if (f(mid) < target) == (f_lo < target):
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def _edges(op_name: str, dt: str) -> list[float]:
+    """The inputs of a unary float op where its result, or a naive formula for it evaluated in ``dt``
+    or a wider type a kernel may compute in (``values.limits``), changes regime: exp(+-x) overflows,
+    turns subnormal or underflows; the result saturates at +-1 or underflows to a signed zero; the
+    subnormal and zero inputs. All from the dtypes' finfo: ``values.neighbors`` adds the values around."""
+    fis, own = V.limits(dt), finfo(dt)
+    top = [_ln(f.max) for f in fis]  # exp(x) overflows past these
+    tiny = [_ln(f.tiny) for f in fis]  # exp(x) turns subnormal below these ...
+    sub = [_ln(f.smallest_subnormal) for f in fis]  # ... and underflows to 0 below these
+    sat = [(M.MANTISSA[dt] + k) * math.log(2) for k in (1, 2)]  # 1 - exp(-x) rounds to 1 in dt past these
+    small = [float(own.smallest_subnormal), 3 * float(own.smallest_subnormal), float(own.tiny)]
+    both = lambda xs: [v for x in xs for v in (x, -x)]  # noqa: E731
+    biggest = float(own.max)
+    if op_name == "exp":
+        return top + tiny + sub + both(small)
+    if op_name in ("sigmoid", "silu"):
+        # 1 / (1 + exp(-x)) overflows at -top; exp(x) / (1 + exp(x)) gives inf / inf at +top
+        pts = both(top) + tiny + sub + both(sat) + both(small)
+        if op_name == "silu":  # x * exp(x) turns subnormal / underflows: solve x * e**x = t
+            pts += [_solve(lambda x: -x * math.exp(x), float(t), -800.0, -1.0)
+                    for f in fis for t in (f.tiny, f.smallest_subnormal)]
+        return pts
+    if op_name == "tanh":  # (exp(2x) - 1) / (exp(2x) + 1) gives inf / inf past top / 2
+        return both([t / 2 for t in top] + [s / 2 for s in sat] + small)
+    if op_name == "erf":  # erf rounds to 1 where erfc(x) drops below half an ulp of 1
+        return both([_solve(math.erfc, 2.0 ** -(M.MANTISSA[dt] + k), 0.0, 30.0) for k in (1, 2)] + small)
+    if op_name == "gelu":
+        # the tanh form's x**3 overflows; x * Phi(x) turns subnormal / underflows for negative x
+        pts = both([(float(f.max) / 0.044715) ** (1 / 3) for f in fis] + small + [t / 2 for t in top])
+        pts += [_solve(lambda x: -x * 0.5 * math.erfc(-x / math.sqrt(2)), float(t), -38.0, -0.5)
+                for f in fis for t in (f.tiny, f.smallest_subnormal) if float(t) > 5e-324]
+        return pts
+    if op_name == "log":
+        return small + [1.0, biggest, -float(own.smallest_subnormal), -float(own.tiny)]
+    if op_name in ("sqrt", "rsqrt"):
+        return small + [float(np.nextafter(own.tiny, own.dtype.type(0))), biggest, -float(own.smallest_subnormal)]
+    if op_name in ("sin", "cos"):  # range reduction of huge arguments
+        return both(small + [biggest, 2.0 ** M.MANTISSA[dt], math.pi / 2, math.pi])
+    return both(small + [biggest])
 
 
 def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -388,7 +507,52 @@ def _elementwise(op_name: str, op: dict[str, Any], sig: Signature) -> list[Varia
             arrays, a = draw(same((1031,)), special=True)(gen)
             return arrays, {**a, "approximate": "tanh"}
         out.append(Variant("tanh_specials", tanh_form, quick=True))
+    out += _edge_variants(op_name, sig, attrs, dom)
     return out
+
+
+def _edge_variants(op_name: str, sig: Signature, attrs: dict[str, Any], dom: Any) -> list[Variant]:
+    """The regions the random draws miss: for two or more inputs every pair of special values
+    (``values.special_pairs``); for a unary float op the thresholds of ``_edges`` and their neighbours
+    (within a ``domain`` override: outside it the oracle itself is not accurate enough)."""
+    ins, out = sig.inputs, []
+
+    def fixed(arrays: Arrays, extra: dict[str, Any] | None = None) -> Builder:
+        return lambda gen: ([a.copy() for a in arrays if a is not None], {**attrs, **(extra or {})})
+
+    if len(ins) >= 2:
+        out.append(Variant("special_pairs", fixed(list(V.special_pairs(ins))), quick=True))
+        if op_name == "pow":
+            out.append(Variant("thresholds", fixed(_pow_edges(sig.main)), quick=True))
+    elif len(ins) == 1 and _fl(ins[0]):
+        dt = ins[0]
+        x = V.neighbors(_edges(op_name, dt), dt)
+        if dom:
+            x = x[(x.astype(np.float64) >= float(dom[0])) & (x.astype(np.float64) <= float(dom[1]))]
+        x = np.concatenate([x, V.specials(dt)])
+        out.append(Variant("thresholds", fixed([x]), quick=True))
+        if op_name == "gelu":
+            out.append(Variant("tanh_thresholds", fixed([x], {"approximate": "tanh"}), quick=True))
+    return out
+
+
+def _pow_edges(dt: str) -> list[np.ndarray]:
+    """(base, exponent) pairs around where base ** exponent overflows, turns subnormal and underflows
+    in ``dt`` and in the wider types (``values.limits``); a negative base with integer exponents of
+    both parities (the sign of the overflow)."""
+    bases, exps = [], []
+    for f in V.limits(dt):
+        for limit in (f.max, f.tiny, f.smallest_subnormal):
+            for base in (2.0, 10.0, 0.5):
+                y = V.neighbors([_ln(limit) / math.log(base)], dt)
+                bases.append(np.full(y.size, base))
+                exps.append(y.astype(np.float64))
+            whole = math.floor(_ln(limit) / math.log(2.0))
+            ints = np.arange(whole - 2, whole + 3, dtype=np.float64)
+            bases.append(np.full(ints.size, -2.0 if limit == f.max else -0.5))
+            exps.append(ints if limit == f.max else -ints)
+    b, e = np.concatenate(bases), np.concatenate(exps)
+    return [round_to(b, dt), round_to(e, dt)]
 
 
 def _cast(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -412,10 +576,54 @@ def _cast(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
             return [x], {"to": dst}
         return run
 
-    return [Variant("values", build((1031,), _fl(dst) or dst == "bool"), quick=True),
-            Variant("scalar", build((), False), quick=True),
-            Variant("strided", build((7, 33), False), layout="strided"),
-            Variant("large", build((1 << 20,), False))]
+    out = [Variant("values", build((1031,), _fl(dst) or dst == "bool"), quick=True),
+           Variant("scalar", build((), False), quick=True),
+           Variant("strided", build((7, 33), False), layout="strided"),
+           Variant("large", build((1 << 20,), False))]
+    ties = _rounding_ties(src, dst) if _fl(dst) else None
+    if ties is not None and ties.size:
+        out.append(Variant("ties", _fixed([ties], {"to": dst}), quick=True))
+    return out
+
+
+def _rounding_ties(src: str, dst: str) -> np.ndarray | None:
+    """Values of ``src`` that ``dst`` cannot hold, where rounding to nearest even decides: exact
+    midpoints between neighbours of ``dst`` (about 1, in the subnormal range, where half the
+    smallest subnormal rounds to a signed zero, and past the largest value, where the midpoint
+    rounds to inf) and the ``src`` values just either side of each. None where ``dst`` holds every
+    ``src`` value."""
+    dt, fi = np_dtype(dst), finfo(dst)
+    sub, top = float(fi.smallest_subnormal), float(fi.max)
+    unit = 2.0 ** M.MANTISSA[dst]  # where the spacing of dst reaches 1 (integer ties from there)
+    grid = [1.0, 1.5, 3.0, 100.0, 1000.0, unit, 3 * unit, 8 * unit, 0.0, sub, 2 * sub, 3 * sub, float(fi.tiny), top]
+    low = round_to(np.array(grid), dst)
+    with np.errstate(over="ignore"):
+        lo64, up64 = low.astype(np.float64), np.nextafter(low, np.array(np.inf, dt)).astype(np.float64)
+        below = lo64 - np.nextafter(low, np.array(0, dt)).astype(np.float64)  # past the top: its spacing
+        mid = np.where(np.isinf(up64), lo64 + below / 2, (lo64 + up64) / 2)
+    mid = np.concatenate([mid, -mid])
+    if _fl(src):
+        held = round_to(mid, src).astype(np.float64) == mid  # the midpoint exists in src
+        mids = round_to(mid[held], src)
+        around = [mids, np.nextafter(mids, np.array(np.inf, mids.dtype)),
+                  np.nextafter(mids, np.array(-np.inf, mids.dtype))]
+        vals = np.concatenate(around)
+        exact = round_to(vals.astype(np.float64), dst).astype(np.float64) == vals.astype(np.float64)
+        return None if exact.all() else vals[~exact]
+    if src == "bool":
+        return None
+    info = np.iinfo(np_dtype(src))
+    # integers exact in float64 (the oracle's one rounding), or any for a float64 target
+    bound = float(info.max) if dst == "float64" else min(float(info.max), 2.0 ** 53)
+    # the midpoints as Python integers (float64 cannot hold those of a float64 target)
+    mids = {int(lo) + (int(up) - int(lo)) // 2 for lo, up in zip(lo64, up64, strict=True)
+            if np.isfinite(up) and up - lo >= 2}
+    mids |= {int(m) for m, up in zip(mid, up64, strict=False) if np.isinf(up) and abs(m) < 2.0 ** 63}  # -> inf
+    ints = sorted({s * m for m in mids for s in (1, -1) if max(info.min, -bound) <= s * m <= bound})
+    vals = np.array(ints, np_dtype(src))
+    # float(int) rounds once: exact below 2**53, the target's own rounding for float64
+    exact = np.array([float(round_to(np.array(float(int(v))), dst)) == int(v) for v in vals], bool)
+    return None if exact.all() else vals[~exact]
 
 
 def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -454,6 +662,11 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
         Variant("strided", build((6, 9), ax([1])), layout="strided"),
         Variant("large", build((1 << 20,), ax([0]))),
     ]
+    if _fl(dt):
+        out.append(Variant("zero_signs", _fixed([_zero_rows(dt)], ax([1])), quick=True))
+        over = _overflowing_rows(dt) if precision_of(op_name).get("class") == "tolerance" else None
+        if over is not None:
+            out.append(Variant("partial_sums_overflow", _fixed([over], ax([1])), quick=True))
     if axes_key == "axes":
         out += [Variant("all_axes", build((3, 4, 5), {"axes": []}), quick=True),
                 Variant("two_axes", build((2, 3, 4, 5), {"axes": [1, 3]})),
@@ -461,6 +674,57 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
         if not nonempty:
             out.append(Variant("empty_extent", build((3, 0), {"axes": [1]}), quick=True))
     return out
+
+
+def _fixed(arrays: Arrays, attrs: dict[str, Any]) -> Builder:
+    """A recipe of fixed inputs (copies, so a kernel writing into one cannot change the next case)."""
+    return lambda gen: ([None if a is None else a.copy() for a in arrays], dict(attrs))
+
+
+def _zero_rows(dt: str) -> np.ndarray:
+    """Rows of zeros of every sign mix, and zeros with numbers: a sum of -0s, a product with one -0
+    (its sign is the parity of the negative factors), the extremes of -0 alone, ties of +0 and -0."""
+    rows = [[-0.0] * 5, [0.0] * 5, [-0.0, 0.0, -0.0, 0.0, -0.0], [0.0, -0.0, 0.0, -0.0, 0.0],
+            [-0.0, 1.0, 2.0, 3.0, 4.0], [-0.0, -1.0, 2.0, 3.0, 4.0], [-0.0, -1.0, -2.0, 3.0, 4.0],
+            [-1.0, 1.0, -0.0, -0.0, -0.0], [1.0, -1.0, 0.0, 2.0, -2.0], [-0.0, -0.0, -0.0, -0.0, -1.0]]
+    return round_to(np.array(rows, np.float64), dt)
+
+
+def _overflowing_rows(dt: str) -> np.ndarray | None:
+    """Rows whose exact sum and product fit ``dt`` but whose running sums or products do not, for a
+    dtype the spec has accumulate in a wider type (``precision_tables.tolerance.eps_acc`` below its
+    unit roundoff, with room above ``dt``'s largest value): an accumulator of ``dt`` itself overflows
+    to inf there. None where the accumulator may be ``dt`` (float32, float64) or has no more range
+    (bfloat16 under float32)."""
+    acc = next((n for n, u in M.UNIT_ROUNDOFF.items() if u == float(tolerance_table()[dt]["eps_acc"])), dt)
+    top, acc_top = float(finfo(dt).max), float(finfo(acc).max)
+    if acc == dt or acc_top < 64 * top:
+        return None
+    n = 32
+    big = float(round_to(np.array(top / 4), dt))  # 8 of them exceed the top 2x
+    root = 2.0 ** math.ceil(math.log2(math.sqrt(top)) + 1)  # root * root exceeds the top
+    rows = [[big] * (n // 2) + [-big] * (n // 2),  # sums to 0 through 16 * big
+            [big] * n,  # a mean of big (the sum itself overflows: inf)
+            [big, big, big, 1.0, -big, -big, -big] + [0.5] * (n - 7),
+            [root] * 4 + [1 / root] * 4 + [1.0] * (n - 8),  # a product of 1 through root**4
+            [-root] * 3 + [1 / root] * 3 + [1.0] * (n - 6)]
+    return round_to(np.array(rows, np.float64), dt)
+
+
+def _logit_rows(dt: str, gen: np.random.Generator, n: int = 33) -> np.ndarray:
+    """Rows where a softmax without the max subtracted breaks: logits past ln(max) of ``dt`` and of
+    each wider type (exp overflows: inf / inf is NaN), near the largest finite value, spread so wide
+    that x - max overflows; rows of -inf (NaN: -inf - -inf), -inf but one element (one-hot), a +inf."""
+    fis = V.limits(dt)
+    rows = [gen.uniform(-4.0, 4.0, n) + _ln(f.max) + 8.0 for f in fis]
+    top = float(finfo(dt).max)
+    rows += [gen.uniform(0.5, 1.0, n) * top, gen.uniform(-1.0, 1.0, n) * top, -gen.uniform(0.5, 1.0, n) * top]
+    one_hot = np.full(n, -np.inf)
+    one_hot[n // 3] = gen.uniform(-4.0, 4.0)
+    with_inf = gen.uniform(-4.0, 4.0, n)
+    with_inf[n // 2] = np.inf
+    rows += [np.full(n, -np.inf), one_hot, with_inf]
+    return round_to(np.stack(rows), dt)
 
 
 def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
@@ -495,6 +759,15 @@ def _axis_op(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant(f"specials_{tag}", build((6, 9), {"axis": -1, **e}, special=True), quick=True),
                 Variant(f"middle_transposed_{tag}", build((3, 4, 5), {"axis": 1, **e}), layout="transposed"),
                 Variant(f"long_{tag}", build((2, 5000), {"axis": 1, **e}))]
+    if ordering and _fl(dt):  # rows of equal keys only: +0 / -0 (equal, kept in order), NaNs, infinities
+        keys = round_to(np.array([0.0] * 8 + [-0.0] * 8 + [np.nan, np.inf, -np.inf] * 4 + [1.0, -1.0] * 6), dt)
+
+        def special_keys(gen: np.random.Generator, e: dict[str, Any]) -> tuple[Arrays, dict[str, Any]]:
+            return [np.stack([gen.permutation(keys) for _ in range(6)])], {"axis": 1, **e}
+        out += [Variant(f"special_keys_{'_'.join(e) or 'plain'}", lambda g, e=e: special_keys(g, e), quick=True)
+                for e in extra]
+    if op_name in ("softmax", "log_softmax") and _fl(dt):
+        out.append(Variant("large_logits", lambda gen: ([_logit_rows(dt, gen)], {"axis": 1}), quick=True))
     out += [Variant("scalar", build((), {"axis": 0}), quick=True),
             Variant("empty", build((0, 5), {"axis": 1})),
             Variant("strided", build((5, 12), {"axis": 1}), layout="strided"),
@@ -537,12 +810,18 @@ def _linalg(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                 Variant("specials", _with_specials(f([(6, 10), (10, 4)])), quick=True),
                 Variant("batch_broadcast", f([(2, 1, 7, 9), (3, 9, 4)]), quick=True),
                 Variant("vector", f([(9,), (9, 5)])),
-                Variant("transposed", f([(13, 11), (11, 6)]), layout="transposed"),
+                Variant("transposed", f([(13, 11), (11, 6)]), quick=True, layout=("transposed", "transposed")),
+                Variant("transposed_b", f([(2, 5, 11), (2, 11, 6)]), quick=True, layout=("contiguous", "transposed")),
                 Variant("empty_k", f([(4, 0), (0, 3)]), quick=True),
                 Variant("large", f([(256, 512), (512, 256)]))]
     if op_name == "gemm":
         return [Variant("bias_row", f([(7, 9), (9, 11), (11,)], {"alpha": 0.5, "beta": 2.0}), quick=True),
                 Variant("trans", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}), quick=True),
+                # trans flags over transposed storage: a's view is (9, 7) with strides (1, 9): op(a) is row-major
+                Variant("trans_transposed_storage", f([(9, 7), (11, 9), (7, 11)], {"trans_a": True, "trans_b": True}),
+                        quick=True, layout=("transposed", "transposed", "transposed")),
+                Variant("transposed_storage", f([(7, 9), (9, 11), (11,)], {"alpha": 1.5}), quick=True,
+                        layout=("transposed", "transposed")),
                 Variant("no_c", f([(5, 64), (64, 3), None])),
                 Variant("large", f([(300, 200), (200, 100), (300, 1)]))]
     raise KeyError(op_name)
@@ -557,13 +836,15 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                                              {**conv, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
                 Variant("groups_dilation", f([(1, 4, 8, 7), (4, 2, 3, 2), None],
                                              {**conv, "groups": 2, "dilation": [2, 1]})),
+                Variant("dilation", f([(1, 3, 11, 10), (4, 3, 3, 3), (4,)],
+                                      {**conv, "dilation": [2, 3], "padding": [2, 1, 0, 3]}), quick=True),
                 Variant("large", f([(4, 16, 32, 32), (32, 16, 3, 3), (32,)], {**conv, "padding": [1, 1, 1, 1]}))]
     if op_name == "conv2d_fused":
         relu = {**conv, "activation": "relu"}
         return [Variant("residual_relu", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 6, 5, 5)],
                                            {**relu, "stride": [2, 2], "padding": [1, 1, 1, 1]}), quick=True),
                 Variant("relu", f([(1, 4, 8, 7), (4, 2, 3, 2), (4,), None],
-                                  {**relu, "groups": 2, "dilation": [2, 1]})),
+                                  {**relu, "groups": 2, "dilation": [2, 1]}), quick=True),
                 Variant("residual", f([(2, 8, 6, 6), (8, 8, 1, 1), (8,), (2, 8, 6, 6)],
                                       {**conv, "activation": "none"})),
                 Variant("nhwc", f([(2, 4, 9, 9), (6, 4, 3, 3), (6,), (2, 5, 5, 6)],
@@ -577,6 +858,7 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                                              {**ct, "stride": [2, 2], "padding": [1, 1, 1, 1],
                                               "output_padding": [1, 1]}), quick=True),
                 Variant("groups", f([(1, 4, 4, 6), (4, 2, 2, 3), None], {**ct, "groups": 2})),
+                Variant("dilation", f([(1, 3, 5, 4), (3, 2, 3, 2), (2,)], {**ct, "dilation": [2, 3]}), quick=True),
                 Variant("large", f([(2, 16, 16, 16), (16, 8, 4, 4), (8,)], {**ct, "stride": [2, 2]}))]
     if op_name in ("max_pool2d", "avg_pool2d"):
         base: dict[str, Any] = {"kernel": [3, 3], "stride": [2, 2], "padding": [1, 1, 1, 1]}
@@ -586,7 +868,8 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
                     return [_draw(dt, shape, gen, special=_fl(dt))], attrs
                 return run
             return [Variant("stride_pad", pool((2, 3, 9, 9), base), quick=True),
-                    Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]})),
+                    Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]}),
+                            quick=True),
                     Variant("large", pool((4, 16, 64, 64), {"kernel": [2, 2]}))]
         return [Variant("stride_pad", f([(2, 3, 9, 9)], base), quick=True),
                 Variant("include_pad_ceil", f([(1, 2, 8, 7)], {**base, "count_include_pad": True,
@@ -604,13 +887,16 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     if op_name in ("layer_norm", "rms_norm"):
         bias = [] if op_name == "rms_norm" else [(33,)]
         return [Variant("rows", f([(7, 33), (33,)] + bias, lo=-2.0, hi=3.0), quick=True),
-                Variant("two_dims", f([(2, 3, 4, 5), (4, 5)] + ([(4, 5)] if bias else []))),
+                Variant("two_dims", f([(2, 3, 4, 5), (4, 5)] + ([(4, 5)] if bias else [])), quick=True),
                 Variant("long", f([(3, 5000), (5000,)] + ([(5000,)] if bias else []))),
+                *[Variant(f"row_{n}", f([(2, n), (n,)] + ([(n,)] if bias else [])), quick=True) for n in LONG_ROWS],
+                Variant("two_dims_long", f([(2, 3, 4099), (3, 4099)] + ([(3, 4099)] if bias else []))),
                 Variant("strided", f([(6, 8), (8,)] + ([None] if bias else [])), layout="strided"),
                 Variant("large", f([(1024, 1024), (1024,)] + ([(1024,)] if bias else [])))]
     if op_name == "group_norm":
         return [Variant("groups3", f([(2, 6, 5), (6,), (6,)], {"num_groups": 3}, lo=-2.0, hi=3.0), quick=True),
                 Variant("nchw", f([(2, 4, 3, 3), (4,), (4,)], {"num_groups": 2})),
+                Variant("long_groups", f([(1, 4, 4099), (4,), (4,)], {"num_groups": 2}), quick=True),
                 Variant("large", f([(8, 32, 64, 64), (32,), (32,)], {"num_groups": 8}))]
     if op_name == "local_response_norm":
         return [Variant("size3", f([(2, 7, 5)], {"size": 3}, lo=-3.0, hi=3.0), quick=True),
@@ -642,7 +928,8 @@ def _movement(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]
 
     table: dict[str, list[Variant]] = {
         "reshape": [Variant("split_dim", x_only((6, 35), {"shape": [3, 2, -1]}), quick=True),
-                    Variant("transposed", x_only((5, 7), {"shape": [35]}), layout="transposed", quick=True)],
+                    Variant("transposed", x_only((5, 7), {"shape": [35]}), layout="transposed", quick=True),
+                    Variant("copy_large", x_only((70, 1000), {"shape": [1000, 70]}), quick=True)],
         "transpose": [Variant("perm", x_only((2, 3, 5), {"perm": [2, 0, 1]}), quick=True),
                       Variant("reverse_strided", x_only((4, 6), {"perm": []}), layout="strided")],
         "expand": [Variant("broadcast", x_only((3, 1), {"shape": [2, 3, 5]}), quick=True)],
@@ -651,6 +938,8 @@ def _movement(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]
                                                   _of(dt, (1, 3), g)], {"axis": 0})), quick=True),
                    Variant("axis1_transposed", b(lambda g: ([_of(dt, (5, 2), g), _of(dt, (5, 3), g)], {"axis": 1})),
                            layout="transposed"),
+                   Variant("copy_large", b(lambda g: ([_of(dt, (35, 1000), g), _of(dt, (35, 1000), g)], {"axis": 0})),
+                           quick=True),
                    Variant("large", b(lambda g: ([_of(dt, (512, 1024), g), _of(dt, (512, 1024), g)], {"axis": 1})))],
         "split": [Variant("sizes", x_only((7, 5), {"axis": 0, "sizes": [2, 4, 1]}), quick=True),
                   Variant("num_strided", x_only((4, 9), {"axis": 1, "num": 3}), layout="strided")],
@@ -724,17 +1013,95 @@ SPECIAL: dict[str, Callable[[str, dict[str, Any], Signature], list[Variant]]] = 
 
 
 def variants(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
-    """The input recipes of one (op, signature): by name in SPECIAL, else by the op's shape rule."""
-    if op_name in SPECIAL:
-        return SPECIAL[op_name](op_name, op, sig)
+    """The input recipes of one (op, signature): by name in SPECIAL, else by the op's shape rule; then
+    the same inputs in every view layout (``view_*``) and, for row ops, rows past 4096."""
     rule = op["shape"]
-    if rule in ("broadcast", "same"):
-        return _elementwise(op_name, op, sig)
-    if rule in ("reduce", "reduce_axis"):
-        return _reduce(op_name, op, sig)
-    if rule == "same_axis":
-        return _axis_op(op_name, op, sig)
-    raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
+    if op_name in SPECIAL:
+        recipe = SPECIAL[op_name](op_name, op, sig)
+    elif rule in ("broadcast", "same"):
+        recipe = _elementwise(op_name, op, sig)
+    elif rule in ("reduce", "reduce_axis"):
+        recipe = _reduce(op_name, op, sig)
+    elif rule == "same_axis":
+        recipe = _axis_op(op_name, op, sig)
+    else:
+        raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
+    return recipe + _long_rows(rule, recipe) + _view_layouts(op, recipe)
+
+
+# The layouts every (op, signature) also gets, applied to every input, each with whether the quick suite
+# runs it: a kernel must read each input through its view (byte_offset, any stride sign, stride 0), and
+# one that asks for contiguous inputs gets them from the core's copy.
+VIEW_LAYOUTS: tuple[tuple[str, bool], ...] = (
+    ("offset", True), ("negative", True), ("zero_stride", True), ("transposed", False), ("strided", False))
+LONG_ROWS = (4099, 8193)  # row lengths past one 4096-element block (tiles, shared-memory rows, ...)
+
+
+def _view_base(recipe: list[Variant]) -> Variant | None:
+    """The recipe the view layouts reuse: the first quick one whose inputs include one of two dims or
+    more (else one of more than one element)."""
+    fallback = None
+    for v in recipe:
+        if not v.quick:
+            continue
+        arrays, _ = v.build(V.rng(0, "view-base", v.name))
+        shaped = [a for a in arrays if a is not None and a.size > 1]
+        if any(a.ndim >= 2 for a in shaped):
+            return v
+        if shaped and fallback is None:
+            fallback = v
+    return fallback
+
+
+def _view_layouts(op: dict[str, Any], recipe: list[Variant]) -> list[Variant]:
+    ports = _ports(op["inputs"])
+    base = _view_base(recipe) if ports else None
+    if base is None:
+        return []
+    variadic = any(item.get("variadic") for _, _, item in ports)
+    # zero_stride on every input but indices (ports that index another: equal scatter targets would make
+    # the result depend on the order of writes); an input it reaches is made constant along that dim
+    broadcast = [variadic or "indexes" not in item for _, _, item in ports]
+    count = 64 if variadic else len(ports)  # a variadic port: as many inputs as a recipe gives
+    out = []
+    for layout, quick in VIEW_LAYOUTS:
+        if layout == "zero_stride":
+            chosen = tuple(layout if variadic or broadcast[i] else "contiguous" for i in range(count))
+            out.append(Variant(f"view_{layout}", _constant_along(base.build, chosen), quick, chosen))
+        else:
+            out.append(Variant(f"view_{layout}", base.build, quick, (layout,) * count))
+    return out
+
+
+def _constant_along(build: Builder, layouts: tuple[str, ...]) -> Builder:
+    """``build``'s inputs, those with a zero_stride layout made constant along their zero-stride dim."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        chosen = input_layouts(layouts, len(arrays))
+        return [V.constant_along(a) if a is not None and how == "zero_stride" else a
+                for a, how in zip(arrays, chosen, strict=True)], attrs
+    return run
+
+
+def _long_rows(rule: str, recipe: list[Variant]) -> list[Variant]:
+    """Reductions and axis ops: their long-row recipe (``long_rows``, ``long_plain``) with rows of
+    LONG_ROWS elements, in the quick suite (two rows: cheap)."""
+    name = {"reduce": "long_rows", "reduce_axis": "long_rows", "same_axis": "long_plain"}.get(rule)
+    base = next((v for v in recipe if v.name == name), None)
+    if base is None:
+        return []
+    return [Variant(f"row_{n}", _rows_of(base.build, n), True, base.layout) for n in LONG_ROWS]
+
+
+def _rows_of(build: Builder, length: int) -> Builder:
+    """``build``'s first input cut to two rows, each repeated to ``length`` elements along the last dim."""
+    def run(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = build(gen)
+        x = arrays[0]
+        assert x is not None and x.ndim == 2, "a long-row recipe has one 2-d input"
+        rows = np.take(x[:2], np.arange(length) % x.shape[1], axis=1)
+        return [rows, *arrays[1:]], attrs
+    return run
 
 
 # ------------------------------------------------------------------ cases
@@ -760,7 +1127,10 @@ def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Cal
             return CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
         guarded = _guard_on(ctx.device)
         before = _fallbacks(ctx.device, op_name)
-        got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+        try:
+            got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+        except InputChanged as exc:
+            return _with_guard(CaseResult("fail", str(exc)), _guard_violations(ctx.device) if guarded else [])
         violations = _guard_violations(ctx.device) if guarded else []
         if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
             return CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
@@ -771,12 +1141,16 @@ def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Cal
             # The reference judged against itself would always pass: it gets the floor alone.
             if _device_label(ctx.reference) != _device_label(ctx.device):
                 reference = run_op(op_name, arrays, attrs, ctx.reference, variant.layout)
-        result = judge(op_name, sig.main, got, want, reference)
-        if violations:
-            result.status = "fail"
-            result.reason = "; ".join(filter(None, [result.reason, "memory guard: " + "; ".join(violations)]))
-        return result
+        return _with_guard(judge(op_name, sig.main, got, want, reference), violations)
     return run
+
+
+def _with_guard(result: CaseResult, violations: list[str]) -> CaseResult:
+    """The case fails too when the allocation guard saw writes outside an allocation."""
+    if violations:
+        result.status = "fail"
+        result.reason = "; ".join(filter(None, [result.reason, "memory guard: " + "; ".join(violations)]))
+    return result
 
 
 def _device_label(spec: str) -> str:

@@ -10,6 +10,7 @@ through ``chipdock._C.abi.negotiate`` and never touches the loaded plugin.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import shutil
 import tempfile
@@ -17,12 +18,16 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .case import Case
-from .runtime_support import CheckFailed, Session, Skip, case_runner
+from .runtime_support import CheckFailed, Session, Skip, case_runner, compare_bytes, pattern
 
 DEVICE = "runtime.device"
 ABI = "runtime.abi"
 DLPACK_TYPES = {0, 1, 2, 3, 10, 12, 14}  # CD_DLPACK_* in device_api.h
+DLPACK_CPU = 1  # CD_DLPACK_CPU: DLPack consumers read the memory as host memory
+MiB = 1 << 20
 DTYPE_COUNT = 11  # CD_DTYPE_COUNT of ABI 1.1 (cd_base.h)
 REQUIRED_SLOTS = [
     "error_get_code", "error_get_message", "error_destroy", "device_get_count", "device_get_properties",
@@ -76,6 +81,97 @@ def properties_sane(s: Session) -> dict[str, Any]:
     if again != props:
         raise CheckFailed("device_get_properties gave different answers on two calls")
     return {"name": props["name"], "total_memory": props["total_memory"]}
+
+
+def properties_vs_memory_info(s: Session) -> dict[str, Any]:
+    """device_get_properties and memory_get_info describe the same memory,
+    on every ordinal: total_memory is memory_get_info's total, free <=
+    total, and neither total moves while an allocation is live (that free
+    memory moves by about the allocation and comes back is
+    runtime/memory/info_accounting's)."""
+    s.require_slot("memory_get_info")
+    count = s.call("device_get_count")
+    totals = []
+    for device in range(count):
+        props, _ = s.call("device_get_properties", device)
+        free, total = s.call("memory_get_info", device)
+        if total != props["total_memory"]:
+            raise CheckFailed(f"device {device}: memory_get_info says total {total} bytes, device_get_properties "
+                              f"says total_memory {props['total_memory']}: they must be the same memory")
+        if not 0 < free <= total:
+            raise CheckFailed(f"device {device}: memory_get_info says free {free} of total {total} bytes")
+        totals.append(total)
+    free0, total0 = s.memory_info()
+    ptr = s.alloc(min(32 * MiB, free0 // 8))
+    _, total1 = s.memory_info()
+    props1, _ = s.call("device_get_properties", s.device)
+    s.free(ptr)
+    if total1 != total0 or props1["total_memory"] != total0:
+        raise CheckFailed(f"with an allocation live, memory_get_info's total is {total1} and total_memory "
+                          f"{props1['total_memory']} bytes; both were {total0} before it")
+    return {"totals": totals}
+
+
+def properties_vs_kernels(s: Session) -> dict[str, Any]:
+    """supported_dtypes names every dtype that a kernel the backend
+    registered takes or produces (a kernel on a dtype the device says it
+    does not support contradicts the mask the core and users read)."""
+    from chipdock import _C
+
+    mask = s.call("device_get_properties", s.device)[0]["supported_dtypes"]
+    kernels = _C.kernels(s.kind)
+    outside = sorted({(op, code) for op, dtypes in kernels for code in dtypes if not mask >> code & 1})
+    if outside:
+        shown = ", ".join(f"{op} (dtype code {code})" for op, code in outside[:8])
+        raise CheckFailed(f"supported_dtypes {mask:#x} leaves out dtypes of {len(outside)} registered kernel(s): "
+                          f"{shown}{' ...' if len(outside) > 8 else ''}")
+    return {"kernels": len(kernels), "mask": mask}
+
+
+def ordinals_work(s: Session) -> dict[str, Any]:
+    """Every ordinal below device_get_count is a working device: its
+    properties, an allocation with a copy round trip, a stream and an event
+    recorded on it (a count that includes an unusable ordinal fails)."""
+    count = s.call("device_get_count")
+    data = pattern(4099, seed=5)
+    for device in range(count):
+        s.call("device_get_properties", device)
+        if s.api.has_slot("memory_get_info"):
+            s.call("memory_get_info", device)
+        ptr = s.alloc(data.size, device)
+        back = np.zeros(data.size, dtype=np.uint8)
+        s.keep.extend([data, back])
+        s.call("memcpy", "h2d", device, ptr, data.ctypes.data, data.size)
+        s.call("memcpy", "d2h", device, back.ctypes.data, ptr, data.size)
+        compare_bytes(f"a copy round trip on device {device} of {count}", data, back)
+        st, ev = s.stream(device), s.event(device=device)
+        s.call("event_record", ev, st)
+        s.call("stream_synchronize", st)
+        if s.call("event_query", ev) != 1:
+            raise CheckFailed(f"device {device}: an event recorded on a synchronized stream is not complete")
+    return {"count": count}
+
+
+def host_addressable_truthful(s: Session) -> dict[str, Any]:
+    """host_addressable = 1 means device pointers are host pointers: what a
+    copy put in reads back through the pointer, and what is written through
+    it is what a copy reads out. A CD_DLPACK_CPU device must be host
+    addressable (DLPack consumers read its memory as host memory)."""
+    props, _ = s.call("device_get_properties", s.device)
+    if props["dlpack_device_type"] == DLPACK_CPU and props["host_addressable"] != 1:
+        raise CheckFailed("dlpack_device_type is CD_DLPACK_CPU (consumers read the memory as host memory), but "
+                          f"host_addressable is {props['host_addressable']}")
+    if props["host_addressable"] != 1:
+        return {"host_addressable": False}
+    data, written = pattern(4099, seed=6), pattern(4099, seed=8)
+    ptr = s.alloc(data.size)
+    s.upload(ptr, data)
+    compare_bytes("device memory read through the pointer (host_addressable = 1) after an h2d copy", data,
+                  np.frombuffer(ctypes.string_at(ptr, data.size), dtype=np.uint8))
+    ctypes.memmove(ptr, written.ctypes.data, written.size)
+    compare_bytes("a d2h copy of device memory written through the pointer (host_addressable = 1)", written,
+                  s.download(ptr, written.size))
+    return {"host_addressable": True}
 
 
 def properties_size_rule(s: Session) -> None:
@@ -304,6 +400,10 @@ def collect() -> list[Case]:
     return [
         case(DEVICE, "count", device_count),
         case(DEVICE, "properties", properties_sane),
+        case(DEVICE, "properties_vs_memory_info", properties_vs_memory_info),
+        case(DEVICE, "properties_vs_kernels", properties_vs_kernels),
+        case(DEVICE, "ordinals_work", ordinals_work),
+        case(DEVICE, "host_addressable", host_addressable_truthful),
         case(DEVICE, "properties_size_rule", properties_size_rule),
         case(DEVICE, "properties_undersized", properties_undersized),
         case(DEVICE, "current_device", current_device),

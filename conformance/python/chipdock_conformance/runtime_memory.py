@@ -23,8 +23,13 @@ GROUP = "runtime.memory"
 ALIGNMENT = 256  # device_api.h, memory_allocate: "aligned to at least 256 bytes"
 MiB = 1 << 20
 
-#: (size, quick): 1 byte, odd, crossing a 4 KiB page, crossing 64 KiB, large.
-COPY_SIZES: list[tuple[int, bool]] = [(1, True), (3, True), (4097, True), (65537, True), (64 * MiB + 3, False)]
+#: (size, quick): 1 byte, odd, crossing a 4 KiB page, crossing 64 KiB, past
+#: 1 MiB (a copy cut at any size from 64 KiB to 1 MiB fails the quick suite),
+#: large.
+COPY_SIZES: list[tuple[int, bool]] = [(1, True), (3, True), (4097, True), (65537, True), (MiB + 3, True),
+                                      (64 * MiB + 3, False)]
+#: memset sizes past the small ranges of memset_ranges: crossing 64 KiB, past 1 MiB.
+MEMSET_SIZES = (65537, MiB + 3)
 #: Byte offsets (device dst, second device buffer, host src, host dst): none, and odd ones.
 OFFSETS: dict[str, tuple[int, int, int, int]] = {"aligned": (0, 0, 0, 0), "odd": (1, 7, 3, 5)}
 PAD = 19  # bytes around every written range that must stay untouched
@@ -91,6 +96,21 @@ def memset_ranges(s: Session, asynchronous: bool) -> None:
         s.call("stream_synchronize", stream)
     compare_bytes(f"{mode} over ranges at offsets (values 0, 0x1AB, -1, 0x7F, 0x100)", expected,
                   s.download(ptr, size))
+
+
+def memset_large(s: Session, size: int, asynchronous: bool) -> None:
+    """memset of `size` bytes at an odd offset sets every byte of the range
+    and none around it (one cut at some size fails)."""
+    s.require_slot("memory_set", *(["memory_set_async"] if asynchronous else []))
+    stream = s.stream() if asynchronous else None
+    offset = 5
+    ptr = s.filled(size + offset + PAD)
+    s.call("memory_set", s.device, ptr + offset, 0x6B, size, stream)
+    if stream is not None:
+        s.call("stream_synchronize", stream)
+    mode = "memory_set_async" if asynchronous else "memory_set"
+    _check_around(f"{mode} of {size} bytes at offset {offset}", s.download(ptr, size + offset + PAD), offset,
+                  np.full(size, 0x6B, dtype=np.uint8), FILL_DEVICE)
 
 
 def zero_sizes(s: Session) -> None:
@@ -196,19 +216,19 @@ def pinned_host_memory(s: Session) -> None:
     s.require_slot("host_memory_allocate", "host_memory_free")
     import ctypes
 
-    size = 4097
     stream = s.stream()
-    data = pattern(size, seed=7)
-    src_ptr, dst_ptr = s.host_alloc(size), s.host_alloc(size)
-    src = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(src_ptr))
-    dst = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(dst_ptr))
-    src[:] = data
-    dst[:] = FILL_HOST
-    dev = s.filled(size)
-    s.call("memcpy", "h2d", s.device, dev, src_ptr, size, stream)
-    s.call("memcpy", "d2h", s.device, dst_ptr, dev, size, stream)
-    s.call("stream_synchronize", stream)
-    compare_bytes("async h2d then d2h through pinned host memory", data, dst.copy())
+    for size in (4097, MiB + 3):
+        data = pattern(size, seed=7)
+        src_ptr, dst_ptr = s.host_alloc(size), s.host_alloc(size)
+        src = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(src_ptr))
+        dst = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(dst_ptr))
+        src[:] = data
+        dst[:] = FILL_HOST
+        dev = s.filled(size)
+        s.call("memcpy", "h2d", s.device, dev, src_ptr, size, stream)
+        s.call("memcpy", "d2h", s.device, dst_ptr, dev, size, stream)
+        s.call("stream_synchronize", stream)
+        compare_bytes(f"async h2d then d2h of {size} bytes through pinned host memory", data, dst.copy())
 
 
 def _copy_case(size: int, offsets_name: str, asynchronous: bool) -> Any:
@@ -236,6 +256,8 @@ def collect() -> list[Case]:
     cases += [
         Case("runtime/memory/memset[sync]", "runtime", GROUP, case_runner(lambda s: memset_ranges(s, False))),
         Case("runtime/memory/memset[async]", "runtime", GROUP, case_runner(lambda s: memset_ranges(s, True))),
+        *(Case(f"runtime/memory/memset[{'async' if a else 'sync'},size={n}]", "runtime", GROUP,
+               case_runner(lambda s, n=n, a=a: memset_large(s, n, a))) for n in MEMSET_SIZES for a in (False, True)),
         Case("runtime/memory/info_accounting", "runtime", GROUP, case_runner(info_accounting)),
         Case("runtime/memory/info_churn", "runtime", GROUP, case_runner(info_churn)),
         Case("runtime/memory/allocation_failure", "runtime", GROUP, case_runner(allocation_failure)),

@@ -18,11 +18,19 @@ For the same reason no check assumes that stream_synchronize, stream_query
 or stream_destroy account for a host callback (a callback built from an
 event and a host thread may still be running): those are checked against
 real stream work (memset, copies), and callback tokens are awaited.
+
+Blocking calls (stream_destroy, the synchronizes) are checked without a
+timer: the call runs on a thread while the gate is closed, the case gives it
+HOLD_S to return, and a call that returned then must find the work it waits
+for already complete (the bytes that work writes are read). Where gates hold
+the stream, that work cannot have run, so a call that does not wait fails
+however the threads are scheduled; a correct call passes on any backend.
+Elapsed times are checked against host instants the case observed (an event
+seen complete, an event seen pending), never against an assumed schedule.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
@@ -31,12 +39,16 @@ import numpy as np
 from .case import Case
 from .runtime_support import (
     FILL_HOST,
+    HOLD_S,
+    Background,
     CheckFailed,
     Session,
     case_runner,
     compare_bytes,
     opened_at_exit,
     pattern,
+    status_name,
+    wait_until,
 )
 
 STREAMS = "runtime.streams"
@@ -44,6 +56,13 @@ EVENTS = "runtime.events"
 ASYNC_SLOTS = ("memory_set_async", "memcpy_host_to_device_async", "memcpy_device_to_host_async",
                "memcpy_device_to_device_async", "stream_add_host_callback")
 N = 8192  # bytes per buffer in these cases
+#: Host time an elapsed-time case keeps its stream busy: the interval an
+#: event pair must (or must not) cover, well above clock granularity.
+TIMED_HOLD_S = 0.03
+#: The orders in which device_synchronize's three gated streams (0, 1, 2 in
+#: creation order) are released: the last created first and the first created
+#: last; the first created last after the last created; a middle one last.
+RELEASE_ORDERS: tuple[tuple[int, ...], ...] = ((2, 1, 0), (1, 2, 0), (0, 2, 1))
 
 
 def _memset_async(s: Session, ptr: int, value: int, nbytes: int, stream: int) -> None:
@@ -58,19 +77,38 @@ def _sync_read(s: Session, ptr: int, nbytes: int) -> np.ndarray:
     return s.download(ptr, nbytes)
 
 
-def _open_later(gate: Any, delay_s: float) -> threading.Timer:
-    timer = threading.Timer(delay_s, gate.open)
-    timer.start()
-    return timer
+def _watch_while_held(call: Background, held: str, pending: list[tuple[str, Any, np.ndarray]]) -> bool:
+    """Gives the blocking `call` HOLD_S to return while `held` (gates are
+    closed). If it returns, the work it waits for must already be complete:
+    each (what, read, expected) of `pending` reads that work's result and
+    must find it. Returns whether the call returned while held."""
+    if not call.returned_within(HOLD_S):
+        return False
+    for what, read, expected in pending:
+        compare_bytes(f"{call.what} returned while {held}, so {what} must be complete", expected, read())
+    return True
+
+
+def _now_ms(s: Session) -> float:
+    return s.abi.now_ns() / 1e6
 
 
 def _untouched_or(what: str, host: np.ndarray, expected: np.ndarray) -> None:
-    """While work is held: `host` is either not yet written (all FILL_HOST)
-    or already exactly `expected` (then everything before it ran, in order)."""
+    """While work is held: each byte of `host` is either not yet written
+    (FILL_HOST) or already what in-order execution writes there. Judged byte
+    by byte, because the d2h that fills `host` may be running while it is
+    read (where gates do not hold later work): a copy in progress shows a mix
+    of both, never a byte of an earlier or later state. (No expected byte in
+    these cases is FILL_HOST: device fills and patterns avoid it.)"""
     snapshot = host.copy()
-    if np.all(snapshot == FILL_HOST):
-        return
-    compare_bytes(f"{what} (read while earlier work was held behind a blocking host callback)", expected, snapshot)
+    written = snapshot != FILL_HOST
+    wrong = written & (snapshot != expected)
+    if np.any(wrong):
+        first = int(np.flatnonzero(wrong)[0])
+        raise CheckFailed(f"{what} (read while earlier work was held behind a blocking host callback): "
+                          f"{int(np.count_nonzero(wrong))} of {expected.size} bytes were written with a value "
+                          f"in-order execution never puts there; first at byte {first}: expected "
+                          f"0x{int(expected[first]):02x}, got 0x{int(snapshot[first]):02x}")
 
 
 # ------------------------------------------------------------------- streams --
@@ -183,10 +221,12 @@ def wait_event_cross_stream(s: Session) -> None:
         s.call("stream_wait_event", st_b, ev)
         host = _d2h_async(s, x, N, st_b)
         s.call("stream_add_record", st_b, recorder, 1)
-        time.sleep(0.03)
-        _untouched_or("a d2h on stream B after stream_wait_event on A's event", host, expected)
-        _open_later(gate, 0.02)
-        s.call("stream_synchronize", st_b)
+        call = Background(s, "stream_synchronize", st_b)
+        if not _watch_while_held(call, "stream A's memset was held behind a gate",
+                                 [("stream B's d2h, ordered after that memset", host.copy, expected)]):
+            _untouched_or("a d2h on stream B after stream_wait_event on A's event", host, expected)
+        gate.open()
+        call.finish()
     if not recorder.wait_count(1, 10.0) or recorder.tokens() != [1]:
         raise CheckFailed(f"stream B's host callback ran {len(recorder.tokens())} times within 10 s, not once")
     compare_bytes("a d2h on stream B ordered after stream A's memset by stream_wait_event", expected, host)
@@ -283,36 +323,70 @@ def synchronize_vs_query(s: Session) -> None:
     compare_bytes("memset_async visible after stream_synchronize", expected, _sync_read(s, x, N))
 
 
-def destroy_waits(s: Session) -> None:
-    """stream_destroy blocks until the stream's enqueued work has completed."""
-    s.require_slot(*ASYNC_SLOTS)
+def _held_work(s: Session, value: int) -> tuple[int, Any, np.ndarray, np.ndarray]:
+    """A stream held by a blocking gate with a memset and a d2h of the memset
+    buffer behind it: (stream, gate, host buffer the d2h fills, its bytes)."""
     st = s.stream()
     x = s.filled(N)
-    gate = s.gate(st)
+    gate = s.blocking_gate(st)
+    _memset_async(s, x, value, N, st)
+    return st, gate, _d2h_async(s, x, N, st), np.full(N, value, dtype=np.uint8)
+
+
+def waits_for_held_work(s: Session, slot: str) -> dict[str, Any]:
+    """`slot` (stream_destroy, stream_synchronize, or event_synchronize of
+    an event recorded after the work) blocks until that work has completed:
+    called on a thread while a gate holds it, it has not returned while the
+    gate is closed (or, where gates do not hold later work, the work is
+    complete when it returns), it returns once the gate opens, and the work
+    is complete then."""
+    s.require_slot(*ASYNC_SLOTS)
+    st, gate, host, expected = _held_work(s, 0x5D)
     with opened_at_exit(gate):
-        _memset_async(s, x, 0x5D, N, st)
-        host = _d2h_async(s, x, N, st)
-        _open_later(gate, 0.03)
-        s.destroy_stream(st)
-    compare_bytes("a d2h enqueued before stream_destroy, read when it returned", np.full(N, 0x5D, dtype=np.uint8),
-                  host)
+        handle = st
+        if slot == "stream_destroy":
+            s.forget_stream(st)
+        elif slot == "event_synchronize":
+            handle = s.event(s.abi.EVENT_DISABLE_TIMING)
+            s.call("event_record", handle, st)
+        call = Background(s, slot, handle)
+        early = _watch_while_held(call, "a gate held the stream", [("the d2h enqueued before it", host.copy, expected)])
+        gate.open()
+        call.finish()
+    compare_bytes(f"a d2h enqueued before {slot}, read when it returned", expected, host)
+    return {"returned_while_held": early}
 
 
-def device_synchronize(s: Session) -> None:
-    """device_synchronize waits for the work of every stream of the device."""
+def device_synchronize(s: Session, order: tuple[int, ...]) -> dict[str, Any]:
+    """device_synchronize waits for every stream of the device, whatever
+    order they finish in: three streams, each held by its own gate, released
+    one by one in `order` (indices in creation order), each released
+    stream's work seen complete before the next step. device_synchronize (on
+    a thread) has not returned while any gate is closed, unless that
+    stream's work is already complete; when it returns, all of it is. One
+    that waits only for the last created stream, or the first, fails."""
     s.require_slot(*ASYNC_SLOTS, "device_synchronize")
-    hosts = []
-    for i in range(3):
-        st = s.stream()
-        x = s.filled(N)
-        gate = s.gate(st)
-        _memset_async(s, x, 0x60 + i, N, st)
-        hosts.append(_d2h_async(s, x, N, st))
-        _open_later(gate, 0.02 * (i + 1))
-    s.call("device_synchronize", s.device)
-    for i, host in enumerate(hosts):
-        compare_bytes(f"stream {i}'s d2h when device_synchronize returned", np.full(N, 0x60 + i, dtype=np.uint8),
-                      host)
+    recorder = s.abi.Recorder()
+    held = []
+    for i in range(len(order)):
+        st, gate, host, expected = _held_work(s, 0x60 + i)
+        s.call("stream_add_record", st, recorder, i)
+        held.append((gate, host, expected))
+    call = Background(s, "device_synchronize", s.device)
+    returned_at = None
+    for step, index in enumerate(order):
+        closed = order[step:]
+        pending = [(f"stream {j}'s d2h (stream {j} of {len(order)} in creation order)", held[j][1].copy, held[j][2])
+                   for j in closed]
+        if _watch_while_held(call, f"the gates of streams {list(closed)} were closed", pending) and returned_at is None:
+            returned_at = step
+        held[index][0].open()
+        if not recorder.wait_count(step + 1, 10.0):
+            raise CheckFailed(f"stream {index}'s host callback did not run within 10 s of its gate opening")
+    call.finish()
+    for i, (_, host, expected) in enumerate(held):
+        compare_bytes(f"stream {i}'s d2h when device_synchronize returned", expected, host)
+    return {"returned_while_held_at_step": returned_at}
 
 
 # -------------------------------------------------------------------- events --
@@ -344,8 +418,11 @@ def event_states(s: Session) -> None:
                           "memset must be done)", expected, _sync_read(s, x, N))
         elif done != 0:
             raise CheckFailed(f"event_query wrote {done}, not 0 or 1")
-        _open_later(gate, 0.05)
-        s.call("event_synchronize", ev)
+        call = Background(s, "event_synchronize", ev)
+        _watch_while_held(call, "a gate held the work the event captured",
+                          [("the memset the event captured", lambda: _sync_read(s, x, N), expected)])
+        gate.open()
+        call.finish()
         compare_bytes("device memory after event_synchronize returned (its captured memset must be done)",
                       expected, _sync_read(s, x, N))
     if s.call("event_query", ev) != 1:
@@ -403,6 +480,74 @@ def elapsed_plausible(s: Session) -> dict[str, Any]:
     return {"elapsed_ms": ms, "host_low_ms": low, "host_high_ms": high}
 
 
+def _timing_slack_ms(high_ms: float) -> float:
+    return 0.5 + 0.02 * high_ms  # clock granularity and rate differences (as elapsed_plausible)
+
+
+def elapsed_covers_held_work(s: Session) -> dict[str, Any]:
+    """On a busy stream: record start, a gate, record end; the gate is held
+    for TIMED_HOLD_S of host time. elapsed(start, end) is at least the host
+    time from when start was seen complete to when end was last seen pending
+    (so it covers the held time; a backend that timestamps when event_record
+    is called gives about 0 and fails), and at most the host time from
+    start's record to end's completion."""
+    s.require_slot("event_elapsed_time", "stream_add_host_callback")
+    st = s.stream()
+    start, end = s.event(), s.event()
+    t_record = _now_ms(s)
+    s.call("event_record", start, st)
+    gate = s.blocking_gate(st)
+    with opened_at_exit(gate):
+        s.call("event_record", end, st)
+        if not wait_until(lambda: s.call("event_query", start) == 1, 10.0):
+            raise CheckFailed("an event recorded before a host callback that is running did not complete within 10 s")
+        t_start_done = _now_ms(s)
+        time.sleep(TIMED_HOLD_S)  # the held time; the bounds below use what was observed, not this
+        t_end_pending = _now_ms(s)
+        end_held = s.call("event_query", end) == 0
+    s.call("event_synchronize", end)
+    high = _now_ms(s) - t_record
+    ms = s.call("event_elapsed_time", start, end)
+    low = t_end_pending - t_start_done if end_held else 0.0
+    slack = _timing_slack_ms(high)
+    if not low - slack <= ms <= high + slack:
+        raise CheckFailed(f"event_elapsed_time(start, end) = {ms:.3f} ms with {low:.3f} ms of held work between them "
+                          f"(end was pending that long after start completed): outside the host-measured bounds "
+                          f"[{low:.3f}, {high:.3f}] ms (slack {slack:.3f}); timestamps taken at event_record, not at "
+                          "completion, give about 0")
+    return {"elapsed_ms": ms, "host_low_ms": low, "host_high_ms": high, "end_held": end_held}
+
+
+def elapsed_start_behind_held_work(s: Session) -> dict[str, Any]:
+    """Start and end both recorded behind a gate held for TIMED_HOLD_S:
+    both complete only after it opens, so elapsed(start, end) is at most the
+    host time from when start was last seen pending to end's completion (a
+    backend that timestamps at event_record reports the held time and fails),
+    and not negative."""
+    s.require_slot("event_elapsed_time", "stream_add_host_callback")
+    st = s.stream()
+    start, end = s.event(), s.event()
+    gate = s.blocking_gate(st)
+    t_record = _now_ms(s)
+    with opened_at_exit(gate):
+        s.call("event_record", start, st)
+        time.sleep(TIMED_HOLD_S)  # the held time; the bounds below use what was observed, not this
+        s.call("event_record", end, st)
+        t_start_pending = _now_ms(s)
+        start_held = s.call("event_query", start) == 0
+    s.call("event_synchronize", end)
+    t_end_done = _now_ms(s)
+    ms = s.call("event_elapsed_time", start, end)
+    high = t_end_done - (t_start_pending if start_held else t_record)
+    slack = _timing_slack_ms(high)
+    if not -slack <= ms <= high + slack:
+        raise CheckFailed(f"event_elapsed_time(start, end) = {ms:.3f} ms for two events recorded behind "
+                          f"{TIMED_HOLD_S * 1e3:.0f} ms of held work: outside [0, {high:.3f}] ms (slack {slack:.3f}), "
+                          "the host time from when start was last seen pending to end's completion; timestamps "
+                          "taken at event_record report the held time")
+    return {"elapsed_ms": ms, "host_high_ms": high, "start_held": start_held}
+
+
 def elapsed_monotonic(s: Session) -> dict[str, Any]:
     """Over a sequence of records on one stream, elapsed from the first is
     non-decreasing, each step is >= 0, and the steps add up."""
@@ -447,8 +592,15 @@ def elapsed_refusals(s: Session) -> None:
     gate = s.gate(st)
     with opened_at_exit(gate):
         s.call("event_record", pending, st)
-        if s.call("event_query", pending) == 0:
-            s.expect_error("NOT_READY", "event_elapsed_time", timed, pending)
+        # Elapsed first, query after: completion is sticky, so an event still
+        # pending at the query was pending at the elapsed call too (the other
+        # order races with a completion in between where gates do not hold).
+        code, message, ms = s.api.event_elapsed_time(timed, pending)
+        if s.call("event_query", pending) == 0 and (code != s.abi.STATUS["NOT_READY"] or not message
+                                                    or ms != s.abi.SENTINEL_F32):
+            got = f"success ({ms} ms)" if code == 0 else f"{status_name(code)} ({message or 'no message'})"
+            raise CheckFailed(f"event_elapsed_time(timed, pending) on an event still pending afterwards must fail "
+                              f"with CD_STATUS_NOT_READY and a message, leaving its out-pointer; got {got}")
     s.call("stream_synchronize", st)
     s.call("event_elapsed_time", timed, pending)
 
@@ -467,11 +619,16 @@ def collect() -> list[Case]:
         case(STREAMS, "callback_order", callback_order),
         case(STREAMS, "callback_after_prior_work", callback_after_prior_work),
         case(STREAMS, "synchronize_vs_query", synchronize_vs_query),
-        case(STREAMS, "destroy_waits", destroy_waits),
-        case(STREAMS, "device_synchronize", device_synchronize),
+        case(STREAMS, "destroy_waits", lambda s: waits_for_held_work(s, "stream_destroy")),
+        case(STREAMS, "synchronize_waits", lambda s: waits_for_held_work(s, "stream_synchronize")),
+        *(case(STREAMS, f"device_synchronize[release={','.join(map(str, o))}]",
+               lambda s, o=o: device_synchronize(s, o)) for o in RELEASE_ORDERS),
         case(EVENTS, "states", event_states),
+        case(EVENTS, "synchronize_waits", lambda s: waits_for_held_work(s, "event_synchronize")),
         case(EVENTS, "rerecord", event_rerecord),
         case(EVENTS, "elapsed_plausible", elapsed_plausible),
+        case(EVENTS, "elapsed_busy[held_between]", elapsed_covers_held_work),
+        case(EVENTS, "elapsed_busy[held_before]", elapsed_start_behind_held_work),
         case(EVENTS, "elapsed_monotonic", elapsed_monotonic),
         case(EVENTS, "elapsed_refusals", elapsed_refusals),
     ]

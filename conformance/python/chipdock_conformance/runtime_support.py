@@ -10,6 +10,7 @@ a ``CaseResult``.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -24,6 +25,11 @@ from .case import CaseResult, Context
 FILL_DEVICE = 0xA5
 #: Byte a host buffer is filled with before a device-to-host copy.
 FILL_HOST = 0x3C
+#: How long a case keeps a gate closed while it watches whether a blocking
+#: call (stream_destroy, a synchronize) returns. A correct call cannot return
+#: while the gate holds its work, however long this is; a call that does not
+#: wait returns within microseconds, so this only needs to cover scheduling.
+HOLD_S = 0.1
 
 
 class CheckFailed(Exception):
@@ -201,6 +207,10 @@ class Session:
         self._streams.append(handle)
         return handle
 
+    def forget_stream(self, handle: int) -> None:
+        """Stops tracking `handle` (the case destroys it itself)."""
+        self._streams.remove(handle)
+
     def destroy_stream(self, handle: int) -> None:
         self._streams.remove(handle)
         self.call("stream_destroy", handle)
@@ -295,6 +305,41 @@ class Session:
 def _args(args: Sequence[Any]) -> str:
     shown = [hex(a) if isinstance(a, int) and a > 4096 else repr(a) for a in args]
     return "(" + ", ".join(shown) + ")"
+
+
+class Background:
+    """A slot call running on its own thread (the driver releases the GIL),
+    so that a case can watch whether a blocking call has returned while the
+    work it must wait for is still held behind a closed gate."""
+
+    def __init__(self, session: Session, slot: str, *args: Any) -> None:
+        self.what = f"{slot}{_args(args)}"
+        self._session, self._slot, self._args = session, slot, args
+        self._error: BaseException | None = None
+        self.returned_ns = 0
+        self._thread = threading.Thread(target=self._run, name=f"conformance-{slot}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._session.call(self._slot, *self._args)
+        except BaseException as exc:  # noqa: BLE001  (re-raised by finish)
+            self._error = exc
+        self.returned_ns = self._session.abi.now_ns()
+
+    def returned_within(self, timeout_s: float) -> bool:
+        """Waits up to `timeout_s` for the call; true if it has returned."""
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def finish(self, timeout_s: float = 10.0) -> None:
+        """Waits for the call; raises CheckFailed if it fails or does not
+        return within `timeout_s` (its gates are all open by then)."""
+        if not self.returned_within(timeout_s):
+            raise CheckFailed(f"{self.what} did not return within {timeout_s} s after all the work it waits for "
+                              "was released")
+        if self._error is not None:
+            raise self._error
 
 
 def wait_until(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.001) -> bool:

@@ -7,10 +7,12 @@
 // gradient of conv2d with respect to its input, as in PyTorch).
 // conv2d_fused: out = activation(conv2d(x, weight, bias) + residual), the
 // residual (optional) of the output's shape; oneDNN runs it as post-ops
-// (sum, then eltwise) on the convolution's own output, the other paths as a
-// pass over the output. With layout nhwc the output is (N, OH, OW, K): the
-// kernel works on its (N, K, OH, OW) view, whose strides are oneDNN's own
-// channels-last layout, so a chain of such convolutions reorders nothing.
+// (sum, then eltwise) on the convolution's float32 accumulators, the direct
+// loops as a pass over their float32 (float64) sums: on every route the
+// result is rounded once, after the epilogue. With layout nhwc the output is
+// (N, OH, OW, K): the kernel works on its (N, K, OH, OW) view, whose strides
+// are oneDNN's own channels-last layout, so a chain of such convolutions
+// reorders nothing.
 // Inputs may have any strides.
 //
 // float32 / bfloat16 run through oneDNN: the convolution picks its blocked
@@ -463,8 +465,11 @@ void fill_bias(const ConvShape& s, const View* bias, cd_dtype_t dt, char* out) {
   });
 }
 
-// conv2d_fused's epilogue as a pass over the finished (contiguous) output,
-// for the paths without oneDNN post-ops: out = act(out + residual).
+// conv2d_fused's epilogue as a pass over a contiguous (N, K, OH, OW) result
+// of dtype `dt` (the residual in that dtype too), for the paths without
+// oneDNN post-ops: out = act(out + residual). It rounds to `dt`, so it runs
+// on the unrounded float32 or float64 sums (direct_in_f32), never on a
+// result already rounded to float16 / bfloat16.
 void apply_epilogue(const ConvShape& s, const Epilogue& e, const View* residual, cd_dtype_t dt, char* out) {
   if (!e.any()) return;
   dispatch_dtype(dt, [&](auto tag) {
@@ -624,6 +629,40 @@ void run_onednn(const ConvShape& s, cd_dtype_t dt, const ConvJob& job, const Con
   if (cdt != dt) store_from_f32(ob.as<float>(), dt, out.origin, out.numel);
 }
 
+// A float32 / float16 / bfloat16 convolution oneDNN has no implementation
+// for (bfloat16 forced native beneath AVX-512 included): the direct loops in
+// float32 into a contiguous (N, K, OH, OW) `dst` of dtype `dt`, with
+// conv2d_fused's epilogue on the float32 sums, so the result is rounded
+// once, as on the oneDNN routes (post-ops on float32 accumulators). Rounding
+// the convolution first and again after the residual add costs up to half
+// an ulp of the convolution where it cancels against the residual: 35 and
+// 68 units of the suite's tolerance in conv2d_fused's bfloat16 residual and
+// large cases, where the one rounding of the total costs at most 1.
+void direct_in_f32(const ConvShape& s, const ConvViews& v, cd_dtype_t dt, int64_t numel, char* dst) {
+  Buffer xb, wb, bb, rb, ob;
+  const View xf = materialize(v.x, CD_DTYPE_FLOAT32, xb), wf = materialize(v.w, CD_DTYPE_FLOAT32, wb);
+  std::unique_ptr<View> bf;
+  if (v.bias) bf = std::make_unique<View>(materialize(*v.bias, CD_DTYPE_FLOAT32, bb));
+  const View* res = v.residual.get();  // read in float32 by the epilogue (any strides)
+  View res_f32;
+  if (res != nullptr && res->dtype != CD_DTYPE_FLOAT32) {
+    res_f32 = materialize(*res, CD_DTYPE_FLOAT32, rb);
+    res = &res_f32;
+  }
+  float* f32 = reinterpret_cast<float*>(dst);
+  if (dt != CD_DTYPE_FLOAT32) {
+    ob.allocate(static_cast<size_t>(numel) * sizeof(float));
+    f32 = ob.as<float>();
+  }
+  if (s.transposed) {
+    conv_transpose_direct(s, xf, wf, bf.get(), f32);
+  } else {
+    conv_direct(s, xf, wf, bf.get(), f32);
+  }
+  apply_epilogue(s, s.epilogue, res, CD_DTYPE_FLOAT32, reinterpret_cast<char*>(f32));
+  if (dt != CD_DTYPE_FLOAT32) store_from_f32(f32, dt, dst, numel);
+}
+
 // Runs on the stream's worker: the oneDNN job when there is one, else the
 // direct loops.
 void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostTensor& out, const ConvJob* job,
@@ -644,35 +683,21 @@ void run_conv(const ConvShape& s, const std::vector<HostTensor>& in, const HostT
     nchw.allocate(static_cast<size_t>(out.numel) * out.itemsize);
     dst = static_cast<char*>(nchw.data());
   }
-  const bool empty = v.x.numel() == 0 || v.w.numel() == 0;  // no input channels: the bias alone
-  if (empty) {
+  if (v.x.numel() == 0 || v.w.numel() == 0) {
+    // No input channels: the bias alone (exact in its dtype), so the
+    // epilogue's one rounding is the only one.
     fill_bias(s, v.bias.get(), dt, dst);
+    apply_epilogue(s, s.epilogue, v.residual.get(), dt, dst);
   } else if (dt == CD_DTYPE_FLOAT64) {
     if (s.transposed) {
       conv_transpose_direct(s, v.x, v.w, v.bias.get(), reinterpret_cast<double*>(dst));
     } else {
       conv_direct(s, v.x, v.w, v.bias.get(), reinterpret_cast<double*>(dst));
     }
+    apply_epilogue(s, s.epilogue, v.residual.get(), dt, dst);
   } else {
-    // oneDNN has no implementation for the problem: direct loops in
-    // float32, rounded once.
-    Buffer xb, wb, bb, ob;
-    const View xf = materialize(v.x, CD_DTYPE_FLOAT32, xb), wf = materialize(v.w, CD_DTYPE_FLOAT32, wb);
-    std::unique_ptr<View> bf;
-    if (v.bias) bf = std::make_unique<View>(materialize(*v.bias, CD_DTYPE_FLOAT32, bb));
-    float* f32 = reinterpret_cast<float*>(dst);
-    if (dt != CD_DTYPE_FLOAT32) {
-      ob.allocate(static_cast<size_t>(out.numel) * sizeof(float));
-      f32 = ob.as<float>();
-    }
-    if (s.transposed) {
-      conv_transpose_direct(s, xf, wf, bf.get(), f32);
-    } else {
-      conv_direct(s, xf, wf, bf.get(), f32);
-    }
-    if (dt != CD_DTYPE_FLOAT32) store_from_f32(f32, dt, dst, out.numel);
+    direct_in_f32(s, v, dt, out.numel, dst);
   }
-  apply_epilogue(s, s.epilogue, v.residual.get(), dt, dst);
   if (s.epilogue.nhwc) nchw_to_nhwc(s, out.itemsize, dst, out.origin);
 }
 

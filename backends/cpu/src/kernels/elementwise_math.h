@@ -147,6 +147,8 @@ CD_ALWAYS_INLINE double sin_cos(double x, bool cosine) {
   const uint64_t q = (bits(kd) - bits(kShifter) + (cosine ? 1 : 0)) & 3u;
   double y = (q & 1u) ? c : s;
   y = (q & 2u) ? -y : y;
+  // sin(-0) is -0, but r + r * r2 * s above is -0 + +0 = +0: the zero itself instead.
+  y = (x == 0.0 && !cosine) ? x : y;
   return x - x != 0.0 ? x - x : y;  // inf and NaN give NaN
 }
 

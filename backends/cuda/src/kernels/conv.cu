@@ -15,8 +15,11 @@
 //
 // conv2d_fused: conv2d into an (N, K, OH, OW) buffer (the output itself for
 // layout nchw), then one epilogue kernel writes act(conv + residual) into the
-// output in its layout ((N, OH, OW, K) for nhwc); 16-bit dtypes round the
-// convolution once before the epilogue, as the opset allows.
+// output in its layout ((N, OH, OW, K) for nhwc). With a residual, 16-bit
+// dtypes keep the convolution in float32 until the epilogue, so the result is
+// rounded once: rounding the convolution first costs half an ulp of the
+// convolution, which is many ulps of a result the residual nearly cancels.
+// (relu alone commutes with rounding, so it needs no float32 buffer.)
 //
 // Images are processed in chunks whose col buffer stays near 256 MiB; within
 // a chunk one cuBLASLt call batches over the images (or over the groups,
@@ -176,9 +179,10 @@ struct Epilogue {
   bool residual, relu, nhwc;
 };
 
-// out[i] (i in the output's memory order) = act(conv[n, k, oh, ow] + residual[n, k, oh, ow]).
-template <class T> __global__ void epilogue_kernel(const T* conv, const T* residual, T* out, Epilogue e,
-                                                   int64_t total) {
+// out[i] (i in the output's memory order) = act(conv[n, k, oh, ow] + residual[n, k, oh, ow]);
+// C is T, or float for a 16-bit T whose convolution stayed in float32.
+template <class T, class C>
+__global__ void epilogue_kernel(const C* conv, const T* residual, T* out, Epilogue e, int64_t total) {
   const int64_t step = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += step) {
     int64_t t = i, n, k, oh, ow;
@@ -248,10 +252,11 @@ void run_grouped(int32_t device, cudaStream_t stream, GroupedGemm gg, int64_t gr
   }
 }
 
+// out's dtype is x's, or float32 for a 16-bit x (conv2d_fused with a residual).
 void conv_forward(int32_t device, cudaStream_t stream, const ConvShape& s, const Tensor& x, Tensor w,
                   const Tensor& out, bool with_bias) {
-  const cd_dtype_t dt = out.dtype;
-  const int64_t item = blas::itemsize(dt);
+  const cd_dtype_t dt = x.dtype;
+  const int64_t item = blas::itemsize(dt), out_item = blas::itemsize(out.dtype);
   const auto wbuf = dense(w, stream);  // rows of W_g: C/G*R*S contiguous values
   const int64_t cg = s.C / s.G, kg = s.K / s.G, rs = s.R * s.S, ohw = s.OH * s.OW;
   const int64_t per_image = s.C * rs * ohw;
@@ -273,10 +278,10 @@ void conv_forward(int32_t device, cudaStream_t stream, const ConvShape& s, const
     gg.g.K = cg * rs;
     gg.g.a = Mat{w.origin, dt, kg, cg * rs, w.strides[0], 1, 0};
     gg.g.b = Mat{col.data(), dt, cg * rs, ohw, ohw, 1, 0};
-    gg.g.d_dtype = dt;
+    gg.g.d_dtype = out.dtype;
     gg.g.ldd = ohw;
     gg.g.beta = with_bias ? 1.0 : 0.0;
-    gg.d0 = out.origin + n0 * s.K * ohw * item;
+    gg.d0 = out.origin + n0 * s.K * ohw * out_item;
     gg.a_g = kg * w.strides[0];
     gg.b_g = cg * rs * ohw;
     gg.d_g = kg * ohw;
@@ -350,13 +355,16 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
       if (residual.shape != out.shape) fail(CD_STATUS_INVALID_ARGUMENT, "residual must have the output's shape");
     }
   }
-  // The (N, K, OH, OW) tensor the convolution writes: the output, or for
-  // layout nhwc a scratch buffer the epilogue transposes from.
+  // The (N, K, OH, OW) tensor the convolution writes: the output, or a
+  // scratch buffer the epilogue reads from, for layout nhwc (it transposes)
+  // and for a 16-bit residual sum (float32, so the result rounds once).
   Tensor conv_out = out;
   std::unique_ptr<Scratch> staging;
-  if (epi.nhwc) {
-    conv_out.shape = {out.shape[0], out.shape[3], out.shape[1], out.shape[2]};
-    staging = std::make_unique<Scratch>(static_cast<size_t>(out.numel() * blas::itemsize(out.dtype)), stream);
+  const bool widen = epi.residual && (out.dtype == CD_DTYPE_FLOAT16 || out.dtype == CD_DTYPE_BFLOAT16);
+  if (widen) conv_out.dtype = CD_DTYPE_FLOAT32;
+  if (epi.nhwc) conv_out.shape = {out.shape[0], out.shape[3], out.shape[1], out.shape[2]};
+  if (epi.nhwc || widen) {
+    staging = std::make_unique<Scratch>(static_cast<size_t>(out.numel() * blas::itemsize(conv_out.dtype)), stream);
     conv_out.origin = staging->data();
   }
   conv_out.strides = blas::contiguous_strides(conv_out.shape);
@@ -365,11 +373,11 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
   if (x.numel() == 0 || w.numel() == 0 || !transposed) {
     // The bias alone (no input channels or taps), or conv2d's starting value.
     if (with_bias) {
-      blas::copy_convert(bias.origin, bias.dtype, {0, bias.strides[0], 0, 0}, conv_out.origin, out.dtype,
+      blas::copy_convert(bias.origin, bias.dtype, {0, bias.strides[0], 0, 0}, conv_out.origin, conv_out.dtype,
                          conv_out.strides, conv_out.shape, stream);
     } else if (x.numel() == 0 || w.numel() == 0) {
-      check(cudaMemsetAsync(conv_out.origin, 0, static_cast<size_t>(out.numel() * blas::itemsize(out.dtype)), stream),
-            "cudaMemsetAsync");
+      const size_t bytes = static_cast<size_t>(out.numel() * blas::itemsize(conv_out.dtype));
+      check(cudaMemsetAsync(conv_out.origin, 0, bytes, stream), "cudaMemsetAsync");
     }
   }
   if (x.numel() != 0 && w.numel() != 0) {
@@ -392,9 +400,14 @@ void enqueue_conv(const cd_kernel_context* ctx, ConvKind kind) {
   const int64_t total = out.numel();
   ew::dispatch<ew::kFloatMask>(out.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    epilogue_kernel<T><<<grid_for(total), kThreads, 0, stream>>>(
-        reinterpret_cast<const T*>(conv_out.origin), epi.residual ? reinterpret_cast<const T*>(residual.origin) : nullptr,
-        reinterpret_cast<T*>(out.origin), epi, total);
+    const T* res = epi.residual ? reinterpret_cast<const T*>(residual.origin) : nullptr;
+    if (widen) {
+      epilogue_kernel<T, float><<<grid_for(total), kThreads, 0, stream>>>(
+          reinterpret_cast<const float*>(conv_out.origin), res, reinterpret_cast<T*>(out.origin), epi, total);
+    } else {
+      epilogue_kernel<T, T><<<grid_for(total), kThreads, 0, stream>>>(
+          reinterpret_cast<const T*>(conv_out.origin), res, reinterpret_cast<T*>(out.origin), epi, total);
+    }
   });
   check(cudaGetLastError(), "launching the conv2d_fused epilogue");
 }
