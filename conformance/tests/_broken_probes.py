@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -237,11 +239,294 @@ def wait_event_ignored(device: str) -> tuple[bool, str]:
     return done, f"work waiting on a {SLOW_S} s stream was complete at once: {done}"
 
 
+# ---- bugs 16-32 ------------------------------------------------------------------
+def raw_api(device: str) -> tuple[Any, Any, int]:
+    """(chipdock._C.abi, the device type's raw table, the ordinal): for slots the
+    core wraps in waits of its own (it synchronizes every stream before
+    device_synchronize and before stream_destroy), which hide what the slot does."""
+    from chipdock._C import abi
+
+    kind, _, index = device.partition(":")
+    chipdock.device(device)  # loads the backends
+    return abi, abi.Api(kind), int(index or 0)
+
+
+def softmax_no_max_shift(device: str) -> tuple[bool, str]:
+    # Logits past exp's float32 overflow (88.7) and a row below its underflow (-103.9).
+    logits = np.array([[100.0, 99.0, 0.0], [-200.0, -201.0, -202.0], [1.0, 2.0, 3.0]], np.float32)
+    got = ops.softmax(chipdock.tensor(logits, device=device)).numpy()
+    return bool(np.isnan(got).any()), f"softmax of {logits.tolist()} gave {got.tolist()}"
+
+
+def silu_naive_exp(device: str) -> tuple[bool, str]:
+    x = np.array([100.0, 89.0, 1.0, -1.0], np.float32)
+    got = ops.silu(chipdock.tensor(x, device=device)).numpy()
+    return bool(np.isnan(got).any()), f"silu of {x.tolist()} gave {got.tolist()}"
+
+
+def eq_compares_bits(device: str) -> tuple[bool, str]:
+    a = np.array([np.nan, 0.0, 1.5, np.nan], np.float32)
+    b = np.array([np.nan, -0.0, 1.5, 1.0], np.float32)
+    got = ops.eq(chipdock.tensor(a, device=device), chipdock.tensor(b, device=device)).numpy()
+    want = a == b
+    return not np.array_equal(got, want), f"{a.tolist()} == {b.tolist()} gave {got.tolist()}, expected {want.tolist()}"
+
+
+def tanh_loses_zero_sign(device: str) -> tuple[bool, str]:
+    x = np.array([-0.0, 0.0, -0.5, 0.5], np.float32)
+    got = ops.tanh(chipdock.tensor(x, device=device)).numpy()
+    signs = np.signbit(got).tolist()
+    return signs != np.signbit(np.tanh(x)).tolist(), f"tanh of [-0, 0, -0.5, 0.5]: sign bits {signs}"
+
+
+def relu_writes_input(device: str) -> tuple[bool, str]:
+    data = np.array([-1.0, 2.0, -3.0, 4.0], np.float32)
+    x = chipdock.tensor(data, device=device)
+    ops.relu(x).numpy()
+    after = x.numpy()
+    return not np.array_equal(after, data), f"relu's input {data.tolist()} reads {after.tolist()} afterwards"
+
+
+def ignores_byte_offset(device: str) -> tuple[bool, str]:
+    base = chipdock.tensor(np.arange(10, dtype=np.float32), device=device)
+    ones = chipdock.tensor(np.ones(4, np.float32), device=device)
+    got = ops.sub(base[6:], ones).numpy()
+    return got.tolist() != [5.0, 6.0, 7.0, 8.0], f"x[6:] - 1 for x = 0..9 gave {got.tolist()}"
+
+
+def reversed_read_forward(device: str) -> tuple[bool, str]:
+    base = chipdock.tensor(np.arange(1, 6, dtype=np.float32), device=device)
+    ones = chipdock.tensor(np.ones(5, np.float32), device=device)
+    got = ops.mul(base[::-1], ones).numpy()
+    return got.tolist() != [5.0, 4.0, 3.0, 2.0, 1.0], f"x[::-1] * 1 for x = 1..5 gave {got.tolist()}"
+
+
+def matmul_transposed_as_row_major(device: str) -> tuple[bool, str]:
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b_t = rng.standard_normal((5, 4)).astype(np.float32)
+    got = ops.matmul(chipdock.tensor(a, device=device), chipdock.tensor(b_t, device=device).T).numpy()
+    error = float(np.max(np.abs(got - a @ b_t.T)))
+    return error > 1e-3, f"a @ b.T (b.T a transposed view) is off by {error:.3g}"
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, dilation: int) -> np.ndarray:
+    """Valid cross-correlation of one (1, 1, H, W) image with a (1, 1, R, S) kernel."""
+    r, s = w.shape[2:]
+    oh, ow = x.shape[2] - dilation * (r - 1), x.shape[3] - dilation * (s - 1)
+    out = np.zeros((1, 1, oh, ow), np.float64)
+    for i in range(r):
+        for j in range(s):
+            out[0, 0] += w[0, 0, i, j] * x[0, 0, i * dilation:i * dilation + oh, j * dilation:j * dilation + ow]
+    return out
+
+
+def conv_ignores_dilation(device: str) -> tuple[bool, str]:
+    x = np.arange(49, dtype=np.float32).reshape(1, 1, 7, 7)
+    w = np.arange(1, 10, dtype=np.float32).reshape(1, 1, 3, 3)
+    got = ops.conv2d(chipdock.tensor(x, device=device), chipdock.tensor(w, device=device), dilation=(2, 2)).numpy()
+    error = float(np.max(np.abs(got - conv_reference(x, w, 2))))
+    return error > 1e-3, f"a 3x3 conv with dilation 2 is off by {error:.3g}"
+
+
+def log_softmax_one_tile(device: str) -> tuple[bool, str]:
+    # A row of 5000 whose largest logit lies past element 4096.
+    x = np.zeros((2, 5000), np.float32)
+    x[:, 4500] = 10.0
+    got = ops.log_softmax(chipdock.tensor(x, device=device)).numpy()
+    want = x - 10.0 - np.log(np.exp(x.astype(np.float64) - 10.0).sum(axis=1, keepdims=True))
+    error = float(np.max(np.abs(got - want)))
+    return error > 1e-3, f"log_softmax of a 5000-long row is off by {error:.3g}"
+
+
+def layer_norm_scale_last_dim(device: str) -> tuple[bool, str]:
+    rng = np.random.default_rng(26)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    scale = (np.arange(12, dtype=np.float32) + 1).reshape(3, 4)
+    got = ops.layer_norm(chipdock.tensor(x, device=device), chipdock.tensor(scale, device=device)).numpy()
+    flat = x.reshape(2, 12).astype(np.float64)
+    normed = (flat - flat.mean(axis=1, keepdims=True)) / np.sqrt(flat.var(axis=1, keepdims=True) + 1e-5)
+    error = float(np.max(np.abs(got - normed.reshape(2, 3, 4) * scale)))
+    return error > 1e-3, f"layer_norm with a (3, 4) scale is off by {error:.3g}"
+
+
+def copy_whole_chunks(device: str) -> tuple[bool, str]:
+    data = (np.arange((64 << 10) + 100) % 251 + 1).astype(np.uint8)
+    on_device = chipdock.zeros(data.size, chipdock.uint8, device=device)
+    on_device.copy_(data)
+    back = on_device.numpy(out=np.zeros(data.size, np.uint8))
+    wrong = int(np.count_nonzero(back != data))
+    return wrong > 0, f"a round trip of {data.size} bytes got {wrong} bytes wrong"
+
+
+def properties_memory_decimal(device: str) -> tuple[bool, str]:
+    dev = chipdock.device(device)
+    total = dev.properties()["total_memory"]
+    info_total = dev.memory_info()[1]
+    return total != info_total, f"properties' total_memory {total}, memory_get_info's total {info_total}"
+
+
+def timing_at_record(device: str) -> tuple[bool, str]:
+    # Both records are queued behind a busy stream, with 50 ms of work between them.
+    stream = busy_stream(device)
+    start, end = chipdock.Event(device), chipdock.Event(device)
+    start.record(stream)
+    stream.add_callback(lambda: time.sleep(0.05))
+    end.record(stream)
+    end.synchronize()
+    elapsed = start.elapsed_time(end)
+    return elapsed < 25.0, f"50 ms of work queued behind {SLOW_S} s measured {elapsed:.3f} ms"
+
+
+def device_sync_last_stream(device: str) -> tuple[bool, str]:
+    # The older stream holds work behind a gate; the newer one is idle.
+    abi, api, ordinal = raw_api(device)
+    older = api.stream_create(ordinal, 0)[2]
+    newer = api.stream_create(ordinal, 0)[2]
+    gate = abi.Gate(10.0)
+    api.stream_add_gate(older, gate)
+    gate.wait_entered(10.0)
+    timer = threading.Timer(SLOW_S, gate.open)
+    timer.start()
+    status = api.device_synchronize(ordinal)
+    finished = gate.state()["finished"]
+    timer.join()
+    for stream in (older, newer):
+        api.stream_destroy(stream)
+    return not finished, f"device_synchronize returned {status[:2]}; the older stream's work finished: {finished}"
+
+
+def destroy_no_wait(device: str) -> tuple[bool, str]:
+    abi, api, ordinal = raw_api(device)
+    stream = api.stream_create(ordinal, 0)[2]
+    gate = abi.Gate(10.0)
+    api.stream_add_gate(stream, gate)
+    gate.wait_entered(10.0)
+    timer = threading.Timer(SLOW_S, gate.open)
+    timer.start()
+    status = api.stream_destroy(stream)
+    finished = gate.state()["finished"]
+    timer.join()
+    gate.wait_finished(10.0)
+    return not finished, f"stream_destroy returned {status[:2]}; the work before it finished: {finished}"
+
+
+def kernel_finishes_late(device: str) -> tuple[bool, str]:
+    data = np.arange(1, 1001, dtype=np.float32) ** 2
+    got = ops.sqrt(chipdock.tensor(data, device=device)).numpy()  # synchronizes its stream, then reads
+    wrong = int(np.count_nonzero(got != np.sqrt(data)))
+    chipdock.synchronize(device)
+    time.sleep(0.2)  # the late kernel ends before the process does
+    return wrong > 0, f"sqrt read after its stream finished: {wrong} of {data.size} elements not written yet"
+
+
+def host_kernel_error(device: str, apply: Callable[[chipdock.Tensor], chipdock.Tensor],
+                      reference: Callable[[np.ndarray], np.ndarray], with_scalar: bool = True) -> float:
+    """The largest error of `apply` against `reference` (float64; relative
+    above 1, absolute below) over the layouts a planted float32 kernel must
+    handle: a contiguous 3-d input, a transposed view, a sliced strided view,
+    an empty input and (unless `with_scalar` is false) a scalar."""
+    data = np.random.default_rng(16).uniform(-8, 8, (3, 4, 6)).astype(np.float32)
+    x = chipdock.tensor(data, device=device)
+    scalar = data[0, 0, :1].reshape(())
+    layouts = [(x, data), (x.transpose(0, 2), data.swapaxes(0, 2)), (x[1:, ::2], data[1:, ::2]),
+               (chipdock.tensor(data[:0], device=device), data[:0])]
+    if with_scalar:
+        layouts.append((chipdock.tensor(scalar, device=device), scalar))
+    worst = 0.0
+    for view, host in layouts:
+        got = apply(view).numpy().astype(np.float64)
+        want = reference(host.astype(np.float64))
+        if got.shape != want.shape:
+            return float("inf")
+        if got.size:
+            worst = max(worst, float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1.0))))
+    return worst
+
+
+def np_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.ones_like(x)
+    shifted = np.exp(x - x.max(axis=axis, keepdims=True, initial=-np.inf))
+    return shifted / shifted.sum(axis=axis, keepdims=True)
+
+
+def np_log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:
+        return np.zeros_like(x)
+    top = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(divide="ignore"):  # log(0) of an empty axis, broadcast to an empty result
+        return x - top - np.log(np.exp(x - top).sum(axis=axis, keepdims=True))
+
+
+def softmax_in_range(device: str) -> tuple[bool, str]:
+    """The planted float32 softmax (no max shift) is right where e^x neither
+    overflows nor underflows, on every axis and layout. Observed means it is
+    not: a defect beyond the planted one."""
+    worst = max(host_kernel_error(device, lambda v, a=axis: ops.softmax(v, axis=a),
+                                  lambda h, a=axis: np_softmax(h, a), axis == -1) for axis in (0, 1, -1))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def log_softmax_short_rows(device: str) -> tuple[bool, str]:
+    """The planted float32 log_softmax (one 4096 tile) is right on rows up to
+    4096 long, on every axis and layout (observed: a defect beyond the planted one)."""
+    worst = max(host_kernel_error(device, lambda v, a=axis: ops.log_softmax(v, axis=a),
+                                  lambda h, a=axis: np_log_softmax(h, a), axis == -1)
+                for axis in (0, 1, -1))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def silu_in_range(device: str) -> tuple[bool, str]:
+    """The planted float32 silu (x e^x / (1 + e^x)) is right below e^x's
+    overflow, on every layout (observed: a defect beyond the planted one)."""
+    worst = host_kernel_error(device, ops.silu, lambda h: h / (1 + np.exp(-h)))
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def tanh_nonzero(device: str) -> tuple[bool, str]:
+    """The planted float32 tanh (the sign of -0 lost) is right on nonzero
+    inputs, on every layout (observed: a defect beyond the planted one)."""
+    worst = host_kernel_error(device, ops.tanh, np.tanh)
+    return worst > 1e-5, f"worst error {worst:.3g}"
+
+
+def max_starts_at_lowest(device: str) -> tuple[bool, str]:
+    x = np.array([[-np.inf, -np.inf], [1.0, -np.inf]], np.float32)
+    got = ops.max(chipdock.tensor(x, device=device), axes=(1,)).numpy()
+    return got.tolist() != [-np.inf, 1.0], f"max over the rows of {x.tolist()} gave {got.tolist()}"
+
+
+def max_shapes(device: str) -> tuple[bool, str]:
+    """The planted float32 max (accumulator from -FLT_MAX) is right wherever a
+    slice holds a value above -inf: every axes/keepdims combination, a
+    transposed view, NaN (observed: a defect beyond the planted one)."""
+    data = np.random.default_rng(33).uniform(-9, 9, (2, 3, 5)).astype(np.float32)
+    data[1, 2, 3] = np.nan
+    x = chipdock.tensor(data, device=device)
+    mismatches = []
+    for axes in [(), (0,), (1,), (2,), (0, 2), (-1,)]:
+        for keepdims in (False, True):
+            got = ops.max(x, axes=axes, keepdims=keepdims).numpy()
+            want = data.max(axis=axes or None, keepdims=keepdims)
+            if got.shape != want.shape or not np.array_equal(got, want, equal_nan=True):
+                mismatches.append((axes, keepdims, got.tolist(), want.tolist()))
+    strided = ops.max(x.transpose(0, 2), axes=(1,)).numpy()
+    if not np.array_equal(strided, data.transpose(2, 1, 0).max(axis=1), equal_nan=True):
+        mismatches.append(("transposed", strided.tolist()))
+    return bool(mismatches), f"mismatches: {mismatches}"
+
+
 PROBES: dict[str, Probe] = {probe.__name__: probe for probe in (
     copy_drops_last_byte, async_copy_ignores_order, event_early, timing_backwards, fp16_accumulate,
     broadcast_axis, reduction_skips_tail, writes_past_output, leak, crash_kernel, hang_kernel,
     wrong_dtype_claim, stream_query_idle, callback_runs_early, wait_event_ignored, private_instance,
-    fp16_sum_shapes, exp_f64_views)}
+    fp16_sum_shapes, exp_f64_views, softmax_no_max_shift, silu_naive_exp, eq_compares_bits, tanh_loses_zero_sign,
+    relu_writes_input, ignores_byte_offset, reversed_read_forward, matmul_transposed_as_row_major,
+    conv_ignores_dilation, log_softmax_one_tile, layer_norm_scale_last_dim, copy_whole_chunks,
+    properties_memory_decimal, timing_at_record, device_sync_last_stream, destroy_no_wait,
+    kernel_finishes_late, softmax_in_range, log_softmax_short_rows, silu_in_range, tanh_nonzero,
+    max_starts_at_lowest, max_shapes)}
 
 
 def main(argv: list[str]) -> int:
