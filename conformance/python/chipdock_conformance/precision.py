@@ -665,6 +665,7 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
     ]
     if _fl(dt):
         out.append(Variant("zero_signs", _fixed([_zero_rows(dt)], ax([1])), quick=True))
+        out.append(Variant("infinite_rows", _fixed([_infinite_rows(dt)], ax([1])), quick=True))
         over = _overflowing_rows(dt) if precision_of(op_name).get("class") == "tolerance" else None
         if over is not None:
             out.append(Variant("partial_sums_overflow", _fixed([over], ax([1])), quick=True))
@@ -680,6 +681,19 @@ def _reduce(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
 def _fixed(arrays: Arrays, attrs: dict[str, Any]) -> Builder:
     """A recipe of fixed inputs (copies, so a kernel writing into one cannot change the next case)."""
     return lambda gen: ([None if a is None else a.copy() for a in arrays], dict(attrs))
+
+
+def _infinite_rows(dt: str) -> np.ndarray:
+    """Rows that reach a reduction's identity and its extremes: only -inf (a max that starts from the
+    lowest finite value, not -inf, answers that value), only +inf (the same for min), the largest
+    finite value beside infinities, infinities of both signs together (a sum is NaN), NaN with
+    infinities. (No row of finite extremes alone: float32 may accumulate a mean in float32, where
+    their sum overflows.)"""
+    top = float(finfo(dt).max)
+    inf = np.inf
+    rows = [[-inf] * 5, [inf] * 5, [inf, -inf, 1.0, 2.0, 3.0],
+            [-inf, np.nan, -inf, 1.0, -inf], [-inf, -top, -inf, -inf, -inf], [inf, top, inf, inf, inf]]
+    return round_to(np.array(rows, np.float64), dt)
 
 
 def _zero_rows(dt: str) -> np.ndarray:
