@@ -515,3 +515,13 @@ def test_settle_survives_a_broken_device_synchronize(monkeypatch):
     assert next(control.reads, "drained") == "drained"
     # other_stream holds its kernels until released: a synchronize before the release would wait for them
     assert calls == ["release_held", "synchronize"]
+
+
+def test_spec_accepted_follows_the_zero_sign_field() -> None:
+    from chipdock_conformance.mutation import spec_accepted
+
+    spec = {"ops": {"sum": {"precision": {"class": "tolerance", "zero_sign": "unspecified"}},
+                    "exp": {"precision": {"class": "ulp"}}}}
+    entries = spec_accepted(spec)
+    assert [(e.op, e.operator) for e in entries] == [("sum", "flip_zero_sign")]
+    assert "zero_sign" in entries[0].reason

@@ -679,3 +679,18 @@ def test_a_float16_accumulator_fails_the_partial_sums_that_overflow():
     in_f32 = metrics.round_to(x.astype(np.float32).sum(axis=1).astype(np.float64), "float16")
     assert precision.judge("sum", "float16", [in_f32], want).status == "pass"
     assert precision.judge("sum", "float16", [in_f16], want).status == "fail"
+
+
+def test_nan_input_reaches_every_op_without_specials() -> None:
+    """The ops whose recipes draw finite values only get a case with a NaN in input 0."""
+    from chipdock_conformance import precision as P
+
+    spec = P._spec()
+    for name in P.NAN_INPUT_OPS:
+        op = spec["ops"][name]
+        sig = P.signatures(name, op, None if op.get("view") else [[1] * (len(op["inputs"]) + len(op["outputs"]))])
+        float_sig = next(s for s in sig if s.main == "float32")
+        found = [v for v in P.variants(name, op, float_sig) if v.name == "nan_input"]
+        assert found and found[0].quick, name
+        arrays, _ = found[0].build(np.random.default_rng(0))
+        assert np.isnan(arrays[0].astype(np.float64)).sum() == 1, name

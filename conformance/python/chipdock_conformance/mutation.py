@@ -308,6 +308,17 @@ def load_accepted(path: Path = ACCEPTED_FILE) -> list[Accepted]:
     return out
 
 
+def spec_accepted(spec: dict[str, Any]) -> list[Accepted]:
+    """Equivalences the opset spec itself states: where an op's precision says ``zero_sign: unspecified``
+    (an accumulation whose exact zero has an order-dependent sign), a zero of either sign is right, so
+    flipping the sign of zeros cannot be wrong there."""
+    return [Accepted(name, "*", "flip_zero_sign",
+                     f"opset.yaml leaves the sign of {name}'s zero results unspecified (precision.zero_sign: "
+                     "unspecified): either sign is right")
+            for name, op in spec.get("ops", {}).items()
+            if (op.get("precision") or {}).get("zero_sign") == "unspecified"]
+
+
 # ---------------------------------------------------------------------------------------------- outcomes
 
 
@@ -768,7 +779,7 @@ def run(opts: MutationOptions, on_total: Callable[[int], None] | None = None,
     device = normalize_device(opts.device)
     _check_options(opts)
     kill_matrix = opts.kill_matrix or opts.select_quick is not None
-    accepted = load_accepted(opts.accepted)
+    accepted = load_accepted(opts.accepted) + spec_accepted(load_spec())
     try:
         modules = registry()
     except SuiteSpecError as exc:

@@ -1041,7 +1041,34 @@ def variants(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
         recipe = _axis_op(op_name, op, sig)
     else:
         raise KeyError(f"no input recipe for {op_name} (shape rule {rule})")
-    return recipe + _long_rows(rule, recipe) + _view_layouts(op, recipe)
+    return recipe + _long_rows(rule, recipe) + _view_layouts(op, recipe) + _nan_input(op_name, sig, recipe)
+
+
+# Ops whose recipes (SPECIAL) draw finite values only: each also gets its first quick recipe with a NaN
+# in input 0, which must reach the outputs that read it (a kernel that drops NaNs, e.g. through a fused
+# max(x, 0) or a compare that is false for NaN, fails). Elementwise, reduction and axis recipes already
+# carry specials.
+NAN_INPUT_OPS = ("matmul", "gemm", "conv2d", "conv2d_fused", "conv_transpose2d", "avg_pool2d", "global_avg_pool",
+                 "batch_norm", "layer_norm", "rms_norm", "group_norm", "local_response_norm",
+                 "scaled_dot_product_attention", "resize", "tile", "topk", "scatter", "cumsum")
+
+
+def _nan_input(op_name: str, sig: Signature, recipe: list[Variant]) -> list[Variant]:
+    if op_name not in NAN_INPUT_OPS or sig.main not in FLOATS:
+        return []
+    base = next((v for v in recipe if v.quick and not v.name.startswith("view_")), None)
+    if base is None:
+        return []
+
+    def build(gen: np.random.Generator) -> tuple[Arrays, dict[str, Any]]:
+        arrays, attrs = base.build(gen)
+        x = arrays[0]
+        if x is not None and x.size > 2 and (x.dtype.kind == "f" or x.dtype == np_dtype("bfloat16")):
+            x = x.copy()
+            x.reshape(-1)[x.size // 3] = np.nan
+            arrays[0] = x
+        return arrays, attrs
+    return [Variant("nan_input", build, True, base.layout)]
 
 
 # The layouts every (op, signature) also gets, applied to every input, each with whether the quick suite
