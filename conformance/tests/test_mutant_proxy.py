@@ -243,7 +243,7 @@ def test_operator_0_passes_the_quick_suite(proxy_env, tmp_path: Path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((tmp_path / "report" / "report.json").read_text())["summary"]
-    assert summary["fail"] == 0 and summary["pass"] > 2000, summary
+    assert summary["fail"] == 0 and summary["pass"] > 1000, summary
     assert "mutant-cpu" in json.dumps(json.loads((tmp_path / "report" / "report.json").read_text())["header"])
 
 

@@ -56,3 +56,13 @@ def test_shipped_selection_names_only_variants_the_suites_have() -> None:
     named = set(data["variants"]) | set(data.get("pinned", {}))
     assert named <= have, sorted(named - have)[:20]
     assert all(reason.strip() for reason in data.get("pinned", {}).values())
+
+
+def test_the_quick_suite_touches_every_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However the selection falls, a quick run reaches every op of the spec on the CPU reference."""
+    import chipdock_conformance.precision as P
+
+    monkeypatch.delenv(Q.ENV_VAR, raising=False)
+    Q._load.cache_clear()
+    quick = P.collect(Context(device="cpu:0", level="quick"))
+    assert {c.op for c in quick} == set(P._spec()["ops"])
