@@ -361,7 +361,9 @@ static staged_job* new_job(const cd_kernel_context* ctx) {
   return job;
 }
 
-static cd_error* sum_f16_accumulate(const cd_kernel_context* ctx) {
+/* A reduction the shim computes itself (`run` on the host): the job with the
+ * output's stride per input axis, 0 on the reduced axes. */
+static cd_error* enqueue_reduction(const cd_kernel_context* ctx, cd_host_callback_fn run) {
   staged_job* job;
   int64_t stride = 1;
   int32_t d;
@@ -371,8 +373,10 @@ static cd_error* sum_f16_accumulate(const cd_kernel_context* ctx) {
     job->out_stride[d] = is_reduced(ctx, d) ? 0 : stride;
     if (!is_reduced(ctx, d)) stride *= job->shape[d];
   }
-  return enqueue_job(ctx, job, sum_f16_run);
+  return enqueue_job(ctx, job, run);
 }
+
+static cd_error* sum_f16_accumulate(const cd_kernel_context* ctx) { return enqueue_reduction(ctx, sum_f16_run); }
 
 /* Bug 12: exp registered for float64 but computed in float32. */
 static void exp_f64_run(void* user_data) {
@@ -621,18 +625,7 @@ static void max_f32_run(void* user_data) {
   free(job);
 }
 
-static cd_error* max_f32_from_lowest(const cd_kernel_context* ctx) {
-  staged_job* job;
-  int64_t stride = 1;
-  int32_t d;
-  if (ctx->inputs[0]->ndim > SHIM_MAX_DIMS) return &g_error_rank;
-  if ((job = new_job(ctx)) == NULL) return &g_error_oom;
-  for (d = job->ndim - 1; d >= 0; --d) { /* C-contiguous output over the kept axes */
-    job->out_stride[d] = is_reduced(ctx, d) ? 0 : stride;
-    if (!is_reduced(ctx, d)) stride *= job->shape[d];
-  }
-  return enqueue_job(ctx, job, max_f32_run);
-}
+static cd_error* max_f32_from_lowest(const cd_kernel_context* ctx) { return enqueue_reduction(ctx, max_f32_run); }
 
 /* ---- bugs 18, 20-24, 26: the real kernel on a wrong view ------------------ */
 /* A context whose views the bug may rewrite: copies of the call's views

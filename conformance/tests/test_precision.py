@@ -17,13 +17,8 @@ CPU = Context("cpu:0", level="quick", seed=0)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _the_suites_own_quick_marks():
-    """These tests check the recipes and the quick marks they carry; the shipped quick selection
-    (quick_selection.json) is tested in test_quick_selection.py and by test_broken_backends.py."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("CHIPDOCK_CONFORMANCE_QUICK", "marked")
-        yield
+# The recipes and the quick marks they carry (conftest.py: the shipped selection is tested on its own).
+pytestmark = pytest.mark.usefixtures("suites_own_quick_marks")
 
 
 @pytest.fixture(scope="module")

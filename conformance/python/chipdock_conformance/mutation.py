@@ -56,6 +56,7 @@ from .runner import (
     CaseInfo,
     RunError,
     RunOptions,
+    RunProgress,
     RunSignal,
     UsageError,
     _Child,
@@ -996,37 +997,15 @@ def print_summary(report: dict[str, Any], directory: Path) -> None:
                   f"Report: {directory / REPORT_NAME}", soft_wrap=True)
 
 
-class MutationProgress:
-    """A progress bar on stderr while mutants run (only on a terminal): killed and surviving so far."""
+class MutationProgress(RunProgress):
+    """The runner's progress bar, counting mutants killed and surviving, each finished mutant's id shown."""
 
     def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        super().__init__("mutants", "listing and baseline", (("killed", "green", "killed"),
+                                                            ("survived", "red", "survived")))
 
-        console = Console(stderr=True)
-        self._progress = Progress(
-            TextColumn("[bold]mutants[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
-            TimeElapsedColumn(), TextColumn("{task.description}"),
-            console=console, transient=True, disable=not console.is_terminal,
-        )
-        self._task = self._progress.add_task("listing and baseline", total=None, counts="")
-        self._counts: dict[str, int] = {}
-
-    def __enter__(self) -> MutationProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def set_total(self, total: int) -> None:
-        self._progress.update(self._task, total=total, description="")
-
-    def finished(self, record: dict[str, Any]) -> None:
-        self._counts[record["status"]] = self._counts.get(record["status"], 0) + 1
-        c = self._counts
-        self._progress.update(self._task, advance=1, description=record["id"],
-                              counts=f"[green]{c.get('killed', 0)} killed[/] [red]{c.get('survived', 0)} survived[/]")
+    def finished(self, record: dict[str, Any], description: str | None = None) -> None:
+        super().finished(record, record["id"] if description is None else description)
 
 
 EXIT_COMPLETED, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2

@@ -34,7 +34,7 @@ from typing import Any
 
 from .case import Case, Context
 from .suites import collect_suite
-from .worker import Events, die_with_parent, list_mode, run_case
+from .worker import Events, add_common_arguments, die_with_parent, list_mode, run_case
 
 MUTANT_DEVICE = "mutant:0"
 SETTLE_POLL_S = 0.001  # how often the proxy's pending count is read while late work drains
@@ -119,12 +119,7 @@ def run_plan(ctx: Context, plan: dict[str, Any], control: Any, events: Events) -
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m chipdock_conformance.mutation_worker",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--device", required=True)
-    parser.add_argument("--reference", default="cpu:0")
-    parser.add_argument("--level", choices=("quick", "full"), default="full")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--events-fd", type=int, required=True, help="file descriptor for the JSON-lines events")
-    parser.add_argument("--parent-pid", type=int, help="the runner's pid: the worker dies with it (Linux)")
+    add_common_arguments(parser, level="full")
     parser.add_argument("--list", action="store_true", help="list the proxy's kernels, the suites and their cases")
     parser.add_argument("--plan", help="run mode: a JSON file with the suites and the mutants to run")
     parser.add_argument("--control", help="run mode: the proxy's control file (CHIPDOCK_MUTANT_CONTROL)")

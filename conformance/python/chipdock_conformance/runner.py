@@ -637,20 +637,26 @@ def _in_suite_order(records: list[dict[str, Any]], selected: Sequence[CaseInfo])
 
 class RunProgress:
     """A progress bar on stderr while cases run: the current case, counts of passes and failures. Drawn only on
-    a terminal, and erased at the end, so logs of CI runs get no progress lines."""
+    a terminal, and erased at the end, so logs of CI runs get no progress lines. ``counted`` lists the
+    statuses shown, each with its colour and word (the mutation score counts mutants instead)."""
 
-    def __init__(self) -> None:
+    CASES: tuple[tuple[str, str, str], ...] = (("pass", "green", "passed"), ("fail", "red", "failed"),
+                                              ("skip", "", "skipped"))
+
+    def __init__(self, label: str = "conformance", waiting: str = "listing cases",
+                 counted: tuple[tuple[str, str, str], ...] = CASES) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         console = Console(stderr=True)
         self._progress = Progress(
-            TextColumn("[bold]conformance[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
+            TextColumn(f"[bold]{label}[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[counts]}"),
             TimeElapsedColumn(), TextColumn("{task.description}"),
             console=console, transient=True, disable=not console.is_terminal,
         )
-        self._task = self._progress.add_task("listing cases", total=None, counts="")
-        self._counts = {"pass": 0, "fail": 0, "skip": 0}
+        self._task = self._progress.add_task(waiting, total=None, counts="")
+        self._counted = counted
+        self._counts = {status: 0 for status, _, _ in counted}
 
     def __enter__(self) -> RunProgress:
         self._progress.start()
@@ -665,11 +671,12 @@ class RunProgress:
     def started(self, case: CaseInfo) -> None:
         self._progress.update(self._task, description=case.id)
 
-    def finished(self, record: dict[str, Any]) -> None:
-        self._counts[record["status"]] += 1
-        c = self._counts
-        self._progress.update(self._task, advance=1,
-                              counts=f"[green]{c['pass']} passed[/] [red]{c['fail']} failed[/] {c['skip']} skipped")
+    def finished(self, record: dict[str, Any], description: str | None = None) -> None:
+        self._counts[record["status"]] = self._counts.get(record["status"], 0) + 1
+        counts = " ".join(f"[{colour}]{self._counts[s]} {word}[/]" if colour else f"{self._counts[s]} {word}"
+                          for s, colour, word in self._counted)
+        extra = {} if description is None else {"description": description}
+        self._progress.update(self._task, advance=1, counts=counts, **extra)
 
 
 def main(opts: RunOptions, as_json: bool = False) -> int:

@@ -185,14 +185,19 @@ def run_mode(ctx: Context, suite: str, module: str, ids: list[str], events: Even
     return 0
 
 
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m chipdock_conformance.worker", description=__doc__.split("\n")[0])
+def add_common_arguments(parser: argparse.ArgumentParser, level: str = "quick") -> None:
+    """The options every worker child takes from the runner (runner._common_args)."""
     parser.add_argument("--device", required=True)
     parser.add_argument("--reference", default="cpu:0")
-    parser.add_argument("--level", choices=("quick", "full"), default="quick")
+    parser.add_argument("--level", choices=("quick", "full"), default=level)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--events-fd", type=int, required=True, help="file descriptor for the JSON-lines events")
     parser.add_argument("--parent-pid", type=int, help="the runner's pid: the worker dies with it (Linux)")
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m chipdock_conformance.worker", description=__doc__.split("\n")[0])
+    add_common_arguments(parser)
     parser.add_argument("--list", action="store_true", help="list the device, the suites and their cases")
     parser.add_argument("--suite", help="run mode: the suite's registry name")
     parser.add_argument("--module", help="run mode: the suite's module")

@@ -7,6 +7,7 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -202,7 +203,7 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     from pathlib import Path
     from shlex import join
 
-    from chipdock_conformance.runner import RunError, RunOptions, UsageError
+    from chipdock_conformance.runner import RunOptions
     from chipdock_conformance.runner import main as run_main
 
     if mutation_score:
@@ -216,12 +217,20 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
                       report_dir=Path(report_dir), baseline=Path(baseline) if baseline else None,
                       timeout=timeout, seed=seed, jobs=jobs, isolation=isolation,  # type: ignore[arg-type]
                       command=join(["chipdock", *sys.argv[1:]]))
+    _exit_with(lambda: run_main(opts, as_json=as_json), "chipdock conformance")
+
+
+def _exit_with(run: Callable[[], int], command: str) -> None:
+    """Exits with what ``run`` returns: a conformance UsageError is click's (status 2), a RunError (the run
+    could not start) is printed with ``command`` and gives status 1."""
+    from chipdock_conformance.runner import RunError, UsageError
+
     try:
-        code = run_main(opts, as_json=as_json)
+        code = run()
     except UsageError as exc:
         raise click.UsageError(str(exc)) from None
     except RunError as exc:
-        click.echo(f"chipdock conformance: {exc}", err=True)
+        click.echo(f"{command}: {exc}", err=True)
         code = 1
     sys.exit(code)
 
@@ -235,21 +244,13 @@ def _mutation_score(device: str, level: str, only: tuple[str, ...], exclude: tup
 
     from chipdock_conformance.mutation import MutationOptions
     from chipdock_conformance.mutation import main as mutation_main
-    from chipdock_conformance.runner import RunError, UsageError
 
     opts = MutationOptions(device=device, level=level, only=only, exclude=exclude,  # type: ignore[arg-type]
                            mutants=mutant_patterns, report_dir=Path(report_dir), timeout=timeout, seed=seed,
                            jobs=jobs, kill_matrix=kill_matrix,
                            select_quick=Path(select_quick) if select_quick else None,
                            command=join(["chipdock", *sys.argv[1:]]))
-    try:
-        code = mutation_main(opts, as_json=as_json)
-    except UsageError as exc:
-        raise click.UsageError(str(exc)) from None
-    except RunError as exc:
-        click.echo(f"chipdock conformance --mutation-score: {exc}", err=True)
-        code = 1
-    sys.exit(code)
+    _exit_with(lambda: mutation_main(opts, as_json=as_json), "chipdock conformance --mutation-score")
 
 
 # ------------------------------------------------------------------ models (chipdock.onnx)

@@ -337,7 +337,9 @@ typedef struct cd_plugin_api {
 /* The entry symbol. Called once per load, on the loading thread, with the
  * core's services (valid until unload). Returns the plugin's table (static
  * storage, valid until unload), or NULL if the plugin refuses to run under
- * this core (for example another ABI major); the core then refuses it. Must
+ * this core (for example another ABI major); the core then refuses it, and
+ * its refusal quotes the last message the entry passed to cd_core_api.log
+ * during the call (so log the reason before returning NULL). Must
  * not block on device work; probing for devices belongs in
  * device_get_count. */
 #define CD_PLUGIN_ENTRY_SYMBOL "chipdock_plugin_entry"
