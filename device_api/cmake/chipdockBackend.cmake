@@ -9,6 +9,10 @@
 #                                    (default: PROJECT_VERSION, else 0.0.0)
 #     [VENDOR_RUNTIME <name>] [RUNTIME_VERSION <version>]
 #     [DRIVER <name>] [DRIVER_MIN_VERSION <version>]
+#     [UNSUPPORTED_FILES <json>...]  files each holding a JSON array of the
+#                                    manifest's "unsupported" entries
+#                                    ({"op", "dtypes", "reason"}), joined in
+#                                    order (one file per kernel family)
 #     [ENVIRONMENT <NAME=VALUE>...]) defaults the core puts into the process
 #                                    environment before it opens the library,
 #                                    each only where NAME is unset (for the
@@ -81,7 +85,7 @@ endfunction()
 function(chipdock_add_backend target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "NAME;DEVICE_TYPE;VERSION;VENDOR_RUNTIME;RUNTIME_VERSION;DRIVER;DRIVER_MIN_VERSION"
-    "SOURCES;ENVIRONMENT")
+    "SOURCES;ENVIRONMENT;UNSUPPORTED_FILES")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "chipdock_add_backend(${target}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -168,6 +172,32 @@ function(chipdock_add_backend target)
   if(_environment)
     set(_environment ",\n  \"environment\": {${_environment}}")
   endif()
+  set(_unsupported "")
+  foreach(_file IN LISTS arg_UNSUPPORTED_FILES)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${_file}")
+    file(READ "${_file}" _text)
+    string(STRIP "${_text}" _text)
+    if(NOT _text MATCHES "^\\[(.*)\\]$")
+      message(FATAL_ERROR "chipdock_add_backend(${target}): ${_file} does not hold a JSON array")
+    endif()
+    string(STRIP "${CMAKE_MATCH_1}" _entries)
+    if(NOT CMAKE_VERSION VERSION_LESS 3.19)
+      string(JSON _count ERROR_VARIABLE _json_error LENGTH "${_text}")
+      if(_json_error)
+        message(FATAL_ERROR "chipdock_add_backend(${target}): ${_file}: ${_json_error}")
+      endif()
+    endif()
+    if(_entries STREQUAL "")
+      continue()
+    endif()
+    if(_unsupported)
+      string(APPEND _unsupported ",\n    ")
+    endif()
+    string(APPEND _unsupported "${_entries}")
+  endforeach()
+  if(_unsupported)
+    set(_unsupported ",\n  \"unsupported\": [\n    ${_unsupported}\n  ]")
+  endif()
   set(_json "{
   \"schema\": 1,
   \"name\": ${_j_NAME},
@@ -176,7 +206,7 @@ function(chipdock_add_backend target)
   \"library\": \"$<TARGET_FILE_NAME:${target}>\",
   \"abi\": {\"major\": ${_chipdock_abi_major}, \"minor\": ${_chipdock_abi_minor}},
   \"vendor_runtime\": {\"name\": ${_j_VENDOR_RUNTIME}, \"version\": ${_j_RUNTIME_VERSION}},
-  \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}${_environment}
+  \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}${_environment}${_unsupported}
 }
 ")
   file(GENERATE

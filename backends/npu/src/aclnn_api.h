@@ -1,0 +1,112 @@
+/*
+ * aclnn, CANN's two-phase single-op API: the declarations chipdock calls.
+ *
+ * CANN's own aclnn headers (aclnn/acl_meta.h, aclnnop/aclnn_*.h) ship with
+ * the CANN toolkit only, under its licence; no registry package carries them.
+ * This header is the project's own, written from CANN's public operator
+ * documentation (hiascend.com "aclnn API" pages and the hicann/ops-math,
+ * ops-nn repositories' per-op docs). It declares exactly what chipdock uses.
+ * The plug-in never links these symbols: it resolves each pair with dlsym
+ * from libopapi.so (or CANN >= 8.5's libopapi_math.so, libopapi_nn.so, ...)
+ * and the descriptor functions from libnnopbase.so; the test double
+ * (backends/npu/test_double) defines them with these same prototypes.
+ *
+ * Every op Xxx is two calls:
+ *   aclnnStatus aclnnXxxGetWorkspaceSize(<op arguments>, uint64_t* workspaceSize,
+ *                                        aclOpExecutor** executor);
+ *   aclnnStatus aclnnXxx(void* workspace, uint64_t workspaceSize,
+ *                        aclOpExecutor* executor, aclrtStream stream);
+ * The first validates and plans (no device work); the second enqueues on the
+ * stream and consumes the executor. Tensors passed to the first may be
+ * destroyed once the second has returned.
+ *
+ * The op lists below are X-macros, one per family: X(Name, <op arguments>).
+ * Compiles as C99 and C++.
+ */
+#ifndef CHIPDOCK_NPU_ACLNN_API_H_
+#define CHIPDOCK_NPU_ACLNN_API_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <acl/acl_base.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int32_t aclnnStatus; /* 0 is success (ACLNN_SUCCESS) */
+#define CD_ACLNN_SUCCESS 0
+/* aclnn's documented error codes (aclnn_base.h in CANN). */
+#define CD_ACLNN_ERR_PARAM_NULLPTR 161001
+#define CD_ACLNN_ERR_PARAM_INVALID 161002
+#define CD_ACLNN_ERR_RUNTIME_ERROR 361001
+#define CD_ACLNN_ERR_INNER 561000
+
+typedef struct aclTensor aclTensor;
+typedef struct aclScalar aclScalar;
+typedef struct aclIntArray aclIntArray;
+typedef struct aclFloatArray aclFloatArray;
+typedef struct aclBoolArray aclBoolArray;
+typedef struct aclTensorList aclTensorList;
+typedef struct aclOpExecutor aclOpExecutor;
+
+/* libnnopbase.so. A tensor is a view (viewDims, stride in elements, offset
+ * in elements) of a storage of storageDims starting at tensorData. */
+aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
+                           const int64_t* stride, int64_t offset, aclFormat format,
+                           const int64_t* storageDims, uint64_t storageDimsNum, void* tensorData);
+aclScalar* aclCreateScalar(void* value, aclDataType dataType);
+aclIntArray* aclCreateIntArray(const int64_t* value, uint64_t size);
+aclFloatArray* aclCreateFloatArray(const float* value, uint64_t size);
+aclBoolArray* aclCreateBoolArray(const bool* value, uint64_t size);
+aclTensorList* aclCreateTensorList(const aclTensor* const* value, uint64_t size);
+aclnnStatus aclDestroyTensor(const aclTensor* tensor);
+aclnnStatus aclDestroyScalar(const aclScalar* scalar);
+aclnnStatus aclDestroyIntArray(const aclIntArray* array);
+aclnnStatus aclDestroyFloatArray(const aclFloatArray* array);
+aclnnStatus aclDestroyBoolArray(const aclBoolArray* array);
+aclnnStatus aclDestroyTensorList(const aclTensorList* array);
+
+/* ---- op lists, one per family (each family's owner edits only its own) ---- */
+
+/* Elementwise math, activations, comparisons, logic, cast, where. */
+#define CD_ACLNN_ELEMENTWISE_OPS(X) \
+  X(Add, const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out)
+
+/* end of elementwise ops */
+
+/* Reductions, softmax, cumsum, arg-reductions, sort and top-k. */
+#define CD_ACLNN_REDUCE_OPS(X) \
+  X(ReduceSum, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype, aclTensor* out)
+
+/* end of reduce ops */
+
+/* Matmul, gemm, convolution, pools, normalizations, attention. */
+#define CD_ACLNN_NN_OPS(X) \
+  X(Matmul, const aclTensor* self, const aclTensor* mat2, aclTensor* out, int8_t cubeMathType)
+
+/* end of nn ops */
+
+/* Data movement: copy, flip, permute, concat, split, slice, gather, scatter, pad, ... */
+#define CD_ACLNN_MOVEMENT_OPS(X) \
+  X(InplaceCopy, aclTensor* selfRef, const aclTensor* src)
+
+/* end of movement ops */
+
+#define CD_ACLNN_ALL_OPS(X) \
+  CD_ACLNN_ELEMENTWISE_OPS(X) CD_ACLNN_REDUCE_OPS(X) CD_ACLNN_NN_OPS(X) CD_ACLNN_MOVEMENT_OPS(X)
+
+#define CD_ACLNN_DECLARE_(name, ...)                                                            \
+  aclnnStatus aclnn##name##GetWorkspaceSize(__VA_ARGS__, uint64_t* workspaceSize,               \
+                                            aclOpExecutor** executor);                          \
+  aclnnStatus aclnn##name(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,     \
+                          aclrtStream stream);
+CD_ACLNN_ALL_OPS(CD_ACLNN_DECLARE_)
+#undef CD_ACLNN_DECLARE_
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CHIPDOCK_NPU_ACLNN_API_H_ */
