@@ -337,11 +337,13 @@ void load_acl(State& s) {
          api.cann_version.c_str(), api.library_path.c_str(), where_clause(s.search).c_str(),
          join(tried, "; ").c_str());
   }
-  missing.clear();
-  CD_NPU_NNOPBASE(CD_NPU_RESOLVE_REQUIRED_)
-  require_all(missing, nnopbase.path);
 #undef CD_NPU_RESOLVE_REQUIRED_
 #undef CD_NPU_RESOLVE_OPTIONAL_
+  missing.clear();
+#define CD_NPU_RESOLVE_NNOPBASE_(name) resolve(nnopbase.handle, #name, &api.name, &missing);
+  CD_NPU_NNOPBASE(CD_NPU_RESOLVE_NNOPBASE_)
+#undef CD_NPU_RESOLVE_NNOPBASE_
+  require_all(missing, nnopbase.path);
 
   const std::string what = api.describe.empty() ? std::string("CANN") : api.describe + ", CANN";
   chipdock::support::log_message(api.describe.empty() ? CD_LOG_INFO : CD_LOG_WARNING,

@@ -173,11 +173,14 @@ def test_a_missing_op_symbol_unregisters_that_op_only(run_fresh, npu_double_env,
 
 def test_check_and_doctor_name_the_double_on_every_npu_line(run_fresh, npu_double_env):
     check = run_fresh(env=npu_double_env, args=["chipdock.cli", "check"])
-    npu_lines = [line for line in check.stdout.splitlines() if "npu" in line]
-    assert npu_lines, check.stdout + check.stderr
-    # The backend row and each device's first row.
-    assert any(line.lstrip("│ ").startswith("npu ") for line in npu_lines), npu_lines
-    for line in npu_lines:
+    assert check.returncode == 0, check.stdout + check.stderr
+    lines = check.stdout.splitlines()
+    # The backend's row, each device's first row and the load warning.
+    backend_rows = [line for line in lines if line.startswith("│ npu ")]
+    device_rows = [line for line in lines if line.startswith("│ npu:")]
+    warnings = [line for line in lines if line.startswith("warning: npu:")]
+    assert len(backend_rows) == 1 and len(device_rows) == 2 and len(warnings) == 1, check.stdout
+    for line in backend_rows + device_rows + warnings:
         assert "simulated Ascend runtime" in line, line
     doctor = run_fresh(env=npu_double_env, args=["chipdock.cli", "doctor"])
     assert doctor.returncode == 0, doctor.stderr
@@ -188,3 +191,5 @@ def test_check_and_doctor_name_the_double_on_every_npu_line(run_fresh, npu_doubl
         if line.startswith("npu:"):
             assert DOUBLE_LABEL in line, line
     assert any(line.startswith("log[") and DOUBLE_LABEL in line for line in lines), lines
+    assert any(line.startswith("environment:") and "'CHIPDOCK_NPU_RUNTIME': 'test-double'" in line
+               for line in lines), lines
