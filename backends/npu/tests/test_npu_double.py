@@ -83,6 +83,7 @@ _SIGNATURES = {
     "aclrtGetCurrentContext": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p)]),
     "aclrtSetCurrentContext": (ctypes.c_int, [ctypes.c_void_p]),
     "aclrtGetSocName": (ctypes.c_char_p, []),
+    "aclrtGetDeviceInfo": (ctypes.c_int, [ctypes.c_uint32, ctypes.c_int, ctypes.POINTER(ctypes.c_int64)]),
     "aclrtGetMemInfo": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]),
     "aclrtMalloc": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]),
     "aclrtFree": (ctypes.c_int, [ctypes.c_void_p]),
@@ -264,6 +265,21 @@ def test_device_count_and_soc_knobs(acl, monkeypatch):
     monkeypatch.delenv("CHIPDOCK_NPU_SIM_DEVICES")
     assert acl.aclrtSetDevice(2) == ACL_ERROR_RT_INVALID_DEVICEID
     assert "device 2" in _message(acl)
+
+
+def test_device_info_follows_the_soc_and_memory_knobs(acl, monkeypatch):
+    value = ctypes.c_int64(-1)
+    assert acl.aclrtGetDeviceInfo(1, 101, ctypes.byref(value)) == ACL_SUCCESS  # ACL_DEV_ATTR_AICORE_CORE_NUM
+    assert value.value == 20  # Ascend910B3
+    monkeypatch.setenv("CHIPDOCK_NPU_SIM_SOC", "Ascend910B1")
+    monkeypatch.setenv("CHIPDOCK_NPU_SIM_MEMORY", "3G")
+    assert acl.aclrtGetDeviceInfo(0, 201, ctypes.byref(value)) == ACL_SUCCESS  # ACL_DEV_ATTR_VECTOR_CORE_NUM
+    assert value.value == 48
+    assert acl.aclrtGetDeviceInfo(0, 301, ctypes.byref(value)) == ACL_SUCCESS  # ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE
+    assert value.value == 3 << 30
+    assert acl.aclrtGetDeviceInfo(2, 101, ctypes.byref(value)) == ACL_ERROR_RT_INVALID_DEVICEID
+    assert acl.aclrtGetDeviceInfo(0, 999, ctypes.byref(value)) == 200006  # ACL_ERROR_FEATURE_UNSUPPORTED
+    assert value.value == 3 << 30
 
 
 def test_init_finalize_and_device_before_init():

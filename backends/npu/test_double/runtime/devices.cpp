@@ -173,6 +173,26 @@ const char* aclrtGetSocName() {
   return names->insert(soc).first->c_str();
 }
 
+aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t* value) {
+  return guarded([&] {
+    if (!value) raise(ACL_ERROR_INVALID_PARAM, "aclrtGetDeviceInfo: value is NULL");
+    cdsim::check_device(static_cast<int32_t>(deviceId), "aclrtGetDeviceInfo");
+    // Atlas A2 (910B) figures: B1/B2 have 24 AI Cores, B3/B4 20; two vector cores per cube core.
+    std::string soc = aclrtGetSocName();
+    int64_t ai_cores = soc == "Ascend910B1" || soc == "Ascend910B2" ? 24 : 20;
+    switch (attr) {
+      case ACL_DEV_ATTR_AICPU_CORE_NUM: *value = 6; return;
+      case ACL_DEV_ATTR_AICORE_CORE_NUM: case ACL_DEV_ATTR_CUBE_CORE_NUM: *value = ai_cores; return;
+      case ACL_DEV_ATTR_VECTOR_CORE_NUM: *value = 2 * ai_cores; return;
+      case ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE: *value = static_cast<int64_t>(cdsim::memory_limit_setting()); return;
+      case ACL_DEV_ATTR_L2_CACHE_SIZE: *value = int64_t{192} << 20; return;
+      default:
+        raise(ACL_ERROR_FEATURE_UNSUPPORTED, "aclrtGetDeviceInfo: attribute %d is not simulated",
+              static_cast<int>(attr));
+    }
+  });
+}
+
 aclError aclrtSynchronizeDevice(void) {
   return guarded([] { cdsim::synchronize_device_streams(cdsim::current_device()); });
 }
