@@ -208,14 +208,26 @@ CallbackMechanism callback_mechanism() {
   static const CallbackMechanism mechanism = [] {
     const char* knob = std::getenv("CHIPDOCK_NPU_CALLBACKS");
     const std::string value = knob == nullptr ? "" : knob;
-    if (value == "report") return CallbackMechanism::kReport;
-    if (!value.empty() && value != "host-func" && value != "auto") {
-      chipdock::support::log_message(
-          CD_LOG_WARNING, "npu: CHIPDOCK_NPU_CALLBACKS=" + value +
-                              " is not one of auto, host-func, report; using auto");
+    if (!value.empty() && value != "report" && value != "host-func" && value != "auto") {
+      chipdock::support::log_message(CD_LOG_WARNING, "npu: CHIPDOCK_NPU_CALLBACKS=" + value +
+                                                         " is not one of auto, host-func, report; using auto");
+    }
+    const bool has_host_func = acl().aclrtLaunchHostFunc != nullptr;
+    if (value == "host-func" && !has_host_func) {
+      chipdock::support::log_message(CD_LOG_WARNING,
+                                     "npu: CHIPDOCK_NPU_CALLBACKS=host-func, but the runtime lacks aclrtLaunchHostFunc");
     }
     // Older runtimes lack aclrtLaunchHostFunc: the report mechanism then.
-    return acl().aclrtLaunchHostFunc != nullptr ? CallbackMechanism::kHostFunc : CallbackMechanism::kReport;
+    const CallbackMechanism chosen =
+        value == "report" || !has_host_func ? CallbackMechanism::kReport : CallbackMechanism::kHostFunc;
+    chipdock::support::log_message(
+        CD_LOG_INFO, chosen == CallbackMechanism::kHostFunc
+                         ? "npu: host callbacks run through aclrtLaunchHostFunc"
+                         : std::string("npu: host callbacks run through aclrtSubscribeReport + aclrtLaunchCallback "
+                                       "+ a report thread per stream (") +
+                               (has_host_func ? "CHIPDOCK_NPU_CALLBACKS=report" : "the runtime lacks aclrtLaunchHostFunc") +
+                               ")");
+    return chosen;
   }();
   return mechanism;
 }
