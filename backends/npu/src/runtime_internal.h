@@ -6,6 +6,7 @@
 #include <acl/acl.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "chipdock/device_api.h"
 
@@ -15,6 +16,11 @@ namespace chipdock_npu {
 // INVALID_HANDLE for an unknown or destroyed one, INVALID_ARGUMENT when it
 // belongs to another device than `device`), with its device's context bound.
 aclrtStream bound_stream(cd_stream* stream, int32_t device, const char* what);
+
+// Enqueues `work` on `stream` as the plug-in's own host callback: it runs
+// after the work enqueued before it, on the callback mechanism's thread, and
+// must not call the runtime (a failure is logged: nobody waits for it).
+void enqueue_host_work(cd_stream* stream, std::function<void()> work);
 
 // Refuses (INVALID_ARGUMENT) a call that would block the calling thread on
 // `stream` from one of that stream's own host callbacks: the callback would

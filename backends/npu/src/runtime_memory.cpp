@@ -8,11 +8,11 @@
 // real capacity as aclrtMemcpy's / aclrtMemset's destMax.
 //
 // Async copies with pageable host memory (device_api.h lets a plugin copy
-// synchronously there): an upload is staged through a pinned buffer (the
-// caller's buffer is free again at once, the copy stays asynchronous) that
-// is freed once an event recorded after the copy completed; a download
-// waits for the stream, then copies synchronously (its bytes come from the
-// stream's earlier work).
+// synchronously there) stay asynchronous, staged through a pinned buffer
+// that is freed once an event recorded after the copy completed: an upload
+// copies the caller's bytes into it at once (the caller's buffer is free
+// again), a download lands in it on the stream and a host callback of the
+// plug-in's own moves the bytes into the caller's buffer in stream order.
 #include <acl/acl.h>
 
 #include <cstdint>
@@ -306,10 +306,22 @@ void download_async(int32_t device, void* dst, const void* src, size_t bytes, cd
     check_acl(acl().aclrtMemcpyAsync(dst, pinned, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s), "aclrtMemcpyAsync");
     return;
   }
-  // Pageable: the bytes are the stream's so far; wait for it, then copy.
-  refuse_inside_own_callback(stream, "memcpy_device_to_host_async to pageable memory");
-  check_acl(acl().aclrtSynchronizeStream(s), "aclrtSynchronizeStream");
-  check_acl(acl().aclrtMemcpy(dst, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST), "aclrtMemcpy");
+  // Pageable: the bytes are the stream's; copy them into a pinned buffer
+  // on the stream, and from there into `dst` on the host once the stream
+  // gets there (the caller leaves `dst` unread until the copy completed).
+  void* staged = staging_buffer(bytes);
+  const aclError rc = acl().aclrtMemcpyAsync(staged, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s);
+  if (rc != ACL_SUCCESS) {
+    (void)acl().aclrtFreeHost(staged);
+    check_acl(rc, "aclrtMemcpyAsync");
+  }
+  try {
+    enqueue_host_work(stream, [dst, staged, bytes] { std::memcpy(dst, staged, bytes); });
+  } catch (...) {
+    release_after(device, staged, s);
+    throw;
+  }
+  release_after(device, staged, s);
 }
 
 void device_copy_async(int32_t device, void* dst, const void* src, size_t bytes, cd_stream* stream) {

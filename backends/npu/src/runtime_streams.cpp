@@ -1,10 +1,10 @@
 // Streams, events, stream waits and host callbacks on AscendCL (the slots
 // of runtime_slots.h, and native_stream / stream_device of runtime.h).
 //
-// Handles are the addresses of StreamState / EventState objects kept in a
-// registry of live ones, so a destroyed, unknown or foreign handle (an event
-// passed as a stream) is found missing and reported as INVALID_HANDLE
-// instead of reaching the runtime. The registries hold shared_ptrs: a slot
+// Handles are tokens (never reused) for StreamState / EventState objects
+// kept in registries of live ones, so a destroyed, unknown or foreign handle
+// (an event passed as a stream) is found missing and reported as
+// INVALID_HANDLE instead of reaching the runtime. The registries hold shared_ptrs: a slot
 // running on one thread keeps its object alive while another destroys it.
 //
 // Host callbacks run in stream order, each after the work enqueued before
@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -79,13 +80,25 @@ struct EventState {
 
 // One launched host callback: the trampoline's argument.
 struct CallbackTask {
-  cd_host_callback_fn fn;
+  cd_host_callback_fn fn;       // the caller's callback, or
   void* user_data;
-  StreamState* stream;  // compared and locked only before fn runs
+  std::function<void()> work;   // the plug-in's own host work (enqueue_host_work)
+  StreamState* stream;          // compared and locked only before it runs
 };
 
 // The stream whose host callback runs on this thread (nullptr: none).
 thread_local const StreamState* t_callback_stream = nullptr;
+
+// Handles are never reused: an object's address would be (the next
+// make_shared lands where a destroyed one lived), turning a destroyed handle
+// into a live one. One counter for streams and events, so an event passed as
+// a stream is unknown. 16-aligned values in a range no host allocation of
+// ours hands out; the core never dereferences them.
+void* next_handle() {
+  static std::atomic<uintptr_t> counter{0};
+  constexpr uintptr_t kBase = 0x5D0000000000u;
+  return reinterpret_cast<void*>(kBase + 16 * (counter.fetch_add(1) + 1));
+}
 
 template <typename T>
 class Registry {
@@ -93,7 +106,7 @@ class Registry {
   explicit Registry(const char* kind) : kind_(kind) {}
 
   void* add(std::shared_ptr<T> object) {
-    void* handle = object.get();
+    void* handle = next_handle();
     std::lock_guard<std::mutex> lock(mutex_);
     live_.emplace(handle, std::move(object));
     return handle;
@@ -243,7 +256,15 @@ void run_host_callback(void* arg) {
   // returns): it is only compared, never touched.
   const StreamState* previous = t_callback_stream;
   t_callback_stream = stream;
-  task->fn(task->user_data);  // a C function: it cannot throw
+  if (task->fn != nullptr) {
+    task->fn(task->user_data);  // a C function: it cannot throw
+  } else {
+    try {
+      task->work();
+    } catch (const std::exception& e) {
+      chipdock::support::log_message(CD_LOG_ERROR, std::string("npu: host work on a stream failed: ") + e.what());
+    }
+  }
   t_callback_stream = previous;
 }
 
@@ -405,13 +426,12 @@ cd_error* stream_destroy(cd_stream* stream) {
   return own;
 }
 
-void add_host_callback(cd_stream* stream, cd_host_callback_fn fn, void* user_data) {
+void launch_callback(cd_stream* stream, std::unique_ptr<CallbackTask> task) {
   std::shared_ptr<StreamState> s = live_stream(stream);
-  if (fn == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "fn is NULL");
+  task->stream = s.get();
   bind_device(s->device);
   const CallbackMechanism mechanism = callback_mechanism();
   if (mechanism == CallbackMechanism::kReport) ensure_reporter(*s);
-  auto task = std::make_unique<CallbackTask>(CallbackTask{fn, user_data, s.get()});
   CallbackTask* raw = task.get();
   {
     std::lock_guard<std::mutex> lock(s->mutex);
@@ -427,6 +447,12 @@ void add_host_callback(cd_stream* stream, cd_host_callback_fn fn, void* user_dat
     task.release();  // run_host_callback owns it now (or drop_pending_callbacks)
   }
   check_acl(rc, mechanism == CallbackMechanism::kHostFunc ? "aclrtLaunchHostFunc" : "aclrtLaunchCallback");
+}
+
+void add_host_callback(cd_stream* stream, cd_host_callback_fn fn, void* user_data) {
+  live_stream(stream);  // a bad handle is named before a bad fn
+  if (fn == nullptr) fail(CD_STATUS_INVALID_ARGUMENT, "fn is NULL");
+  launch_callback(stream, std::make_unique<CallbackTask>(CallbackTask{fn, user_data, {}, nullptr}));
 }
 
 // --- events --------------------------------------------------------------------------
@@ -559,6 +585,10 @@ aclrtStream bound_stream(cd_stream* stream, int32_t device, const char* what) {
   }
   bind_device(device);
   return s->native;
+}
+
+void enqueue_host_work(cd_stream* stream, std::function<void()> work) {
+  launch_callback(stream, std::make_unique<CallbackTask>(CallbackTask{nullptr, nullptr, std::move(work), nullptr}));
 }
 
 void refuse_inside_own_callback(cd_stream* stream, const char* call) {

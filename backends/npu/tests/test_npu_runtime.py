@@ -133,12 +133,13 @@ def test_strided_views_copy_to_and_from_the_host():
 
 def test_async_copies_with_pageable_memory_and_unaligned_device_copies():
     """An async upload from pageable memory is staged: the caller may reuse
-    its buffer at once. An unaligned async device copy (CANN wants 64-byte
+    its buffer at once; an async download to pageable memory is staged too and
+    returns without waiting for the stream. An unaligned async device copy (CANN wants 64-byte
     aligned addresses) still lands in stream order. Overruns are
     OUT_OF_RANGE, foreign pointers INVALID_ARGUMENT."""
     out = run_json(
         """
-        import json
+        import json, time
         import numpy as np
         import chipdock
         from chipdock._C import abi
@@ -156,13 +157,17 @@ def test_async_copies_with_pageable_memory_and_unaligned_device_copies():
         ok(api.memcpy("h2d", 0, dev, src.ctypes.data, n, st))
         src[:] = 7                                 # reused before the copy ran
         ok(api.memcpy("d2d", 0, dev + n + 3, dev + 1, n - 8, st))   # unaligned both sides
-        gate.open()
         back = np.zeros(2 * n, np.uint8)
-        ok(api.memcpy("d2h", 0, back.ctypes.data, dev, 2 * n, st))  # pageable: waits for the stream
+        t0 = time.monotonic()
+        ok(api.memcpy("d2h", 0, back.ctypes.data, dev, 2 * n, st))  # pageable: must not wait for the gate
+        returned_s = time.monotonic() - t0
+        untouched = not back.any()
+        gate.open()
         ok(api.stream_synchronize(st))
         want = np.arange(n, dtype=np.uint8)
         res = {"staged": bool(np.array_equal(back[:n], want)),
-               "unaligned": bool(np.array_equal(back[n + 3:2 * n - 5], want[1:n - 7]))}
+               "unaligned": bool(np.array_equal(back[n + 3:2 * n - 5], want[1:n - 7])),
+               "d2h_returned_s": returned_s, "d2h_untouched_while_held": untouched}
         host = np.zeros(64, np.uint8)
         res["overrun"] = api.memcpy("d2h", 0, host.ctypes.data, dev + 2 * n - 8, 16)[:2]
         res["foreign"] = api.memcpy("d2h", 0, host.ctypes.data, host.ctypes.data, 16)[:2]
@@ -175,10 +180,39 @@ def test_async_copies_with_pageable_memory_and_unaligned_device_copies():
     )
     status = __import__("chipdock._C", fromlist=["abi"]).abi.STATUS
     assert out["staged"] and out["unaligned"]
+    # Regression: a pageable download used to synchronize the stream inside
+    # the call, so a caller holding the stream (a gate it opens later) waited
+    # for the gate's own 10 s timeout.
+    assert out["d2h_returned_s"] < 5.0 and out["d2h_untouched_while_held"]
     assert out["overrun"][0] == status["OUT_OF_RANGE"] and "overruns" in out["overrun"][1]
     assert out["foreign"][0] == status["INVALID_ARGUMENT"] and "not inside any allocation of npu:0" in out["foreign"][1]
     assert out["device_as_host"][0] == status["INVALID_ARGUMENT"] and "is device memory" in out["device_as_host"][1]
     assert out["freed_twice"][0] == status["INVALID_ARGUMENT"] and out["freed_twice"][1].startswith("memory_free: ")
+
+
+def test_destroyed_handles_stay_invalid_when_new_ones_are_made():
+    """Regression: handles were object addresses, so the next event could
+    land at a destroyed one's address and revive its handle."""
+    out = run_json(
+        """
+        import json
+        import chipdock
+        from chipdock._C import abi
+        chipdock.device("npu:0")
+        api = abi.Api("npu")
+        statuses = []
+        for _ in range(20):
+            ev = api.event_create(0, 0)[2]
+            st = api.stream_create(0, 0)[2]
+            assert api.event_destroy(ev)[0] == 0 and api.stream_destroy(st)[0] == 0
+            fresh_ev, fresh_st = api.event_create(0, 0)[2], api.stream_create(0, 0)[2]
+            statuses += [api.event_destroy(ev)[0], api.stream_synchronize(st)[0], api.stream_synchronize(fresh_ev)[0]]
+            assert api.event_destroy(fresh_ev)[0] == 0 and api.stream_destroy(fresh_st)[0] == 0
+        print(json.dumps(sorted(set(statuses))))
+        """
+    )
+    status = __import__("chipdock._C", fromlist=["abi"]).abi.STATUS
+    assert out == [status["INVALID_HANDLE"]]
 
 
 # ------------------------------------------------- streams, events, callbacks --
