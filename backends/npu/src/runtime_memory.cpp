@@ -207,16 +207,19 @@ void host_memory_free(void* ptr) {
 
 // --- staging buffers -------------------------------------------------------------------
 
-// Frees the staging buffers whose copies have completed. Never throws: a
-// failure keeps the buffer for the next pass.
-void reclaim_staging() noexcept {
+// Frees `device`'s staging buffers whose copies have completed, with its
+// context bound (never rebinding: the caller's next call needs it). Never
+// throws: a failure keeps the buffer for the next pass.
+void reclaim_staging(int32_t device) noexcept {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (auto it = g_staging.begin(); it != g_staging.end();) {
     aclrtEventRecordedStatus status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
     try {
-      bind_device(it->device);
-      if (acl().aclrtQueryEventStatus(it->done, &status) != ACL_SUCCESS) status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+      if (it->device == device && acl().aclrtQueryEventStatus(it->done, &status) != ACL_SUCCESS) {
+        status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+      }
     } catch (...) {
+      status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
     }
     if (status != ACL_EVENT_RECORDED_STATUS_COMPLETE) {
       ++it;
@@ -228,9 +231,10 @@ void reclaim_staging() noexcept {
   }
 }
 
-// A pinned buffer of `bytes` for copies about to be enqueued on `stream`.
-void* staging_buffer(size_t bytes) {
-  reclaim_staging();
+// A pinned buffer of `bytes` for copies about to be enqueued on a stream of
+// `device` (whose context is bound).
+void* staging_buffer(int32_t device, size_t bytes) {
+  reclaim_staging(device);
   void* host = nullptr;
   const std::string call = format("aclrtMallocHost(%zu bytes) for a staging buffer", bytes);
   check_acl(acl().aclrtMallocHost(&host, bytes), call.c_str());
@@ -287,7 +291,7 @@ void upload_async(int32_t device, void* dst, const void* src, size_t bytes, cd_s
     check_acl(acl().aclrtMemcpyAsync(dst, dest_max, src, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s), "aclrtMemcpyAsync");
     return;
   }
-  void* staged = staging_buffer(bytes);
+  void* staged = staging_buffer(device, bytes);
   std::memcpy(staged, src, bytes);
   const aclError rc = acl().aclrtMemcpyAsync(dst, dest_max, staged, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s);
   if (rc != ACL_SUCCESS) {
@@ -309,7 +313,7 @@ void download_async(int32_t device, void* dst, const void* src, size_t bytes, cd
   // Pageable: the bytes are the stream's; copy them into a pinned buffer
   // on the stream, and from there into `dst` on the host once the stream
   // gets there (the caller leaves `dst` unread until the copy completed).
-  void* staged = staging_buffer(bytes);
+  void* staged = staging_buffer(device, bytes);
   const aclError rc = acl().aclrtMemcpyAsync(staged, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s);
   if (rc != ACL_SUCCESS) {
     (void)acl().aclrtFreeHost(staged);
@@ -337,7 +341,7 @@ void device_copy_async(int32_t device, void* dst, const void* src, size_t bytes,
   }
   // Unaligned views (an offset into a tensor): bounce through a pinned
   // buffer, both legs on the stream, so the copy stays in stream order.
-  void* staged = staging_buffer(bytes);
+  void* staged = staging_buffer(device, bytes);
   aclError rc = acl().aclrtMemcpyAsync(staged, bytes, src, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s);
   if (rc == ACL_SUCCESS) rc = acl().aclrtMemcpyAsync(dst, dest_max, staged, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s);
   if (rc != ACL_SUCCESS) {

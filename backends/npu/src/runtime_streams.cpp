@@ -65,7 +65,14 @@ struct StreamState {
   std::thread reporter;                       // report mode, started lazily
   std::atomic<bool> stop_reporter{false};
   bool subscribed = false;
+  bool destroyed = false;                     // no report thread may start any more
   std::unordered_set<CallbackTask*> pending;  // launched callbacks that have not run
+
+  ~StreamState() {
+    // Only reached after stop_reporter; a guard against std::terminate.
+    stop_reporter = true;
+    if (reporter.joinable()) reporter.join();
+  }
 };
 
 struct EventState {
@@ -194,23 +201,38 @@ bool waiters_idle(const std::vector<std::weak_ptr<StreamState>>& waiters) {
   return true;
 }
 
-// Destroys the parked events that nothing uses any more; with `all`, every
-// one (shutdown: every stream has been synchronized or destroyed by then, so
-// nothing still waits for them, and a record skipped by a stream in error
-// would never complete). Never throws.
-void reclaim_parked_events(bool all) noexcept {
+// Destroys the parked events of `device` that nothing uses any more, with
+// `device`'s context already bound on this thread (reclaiming never rebinds:
+// the caller's next runtime call needs its own device's context). Never
+// throws.
+void reclaim_parked_events(int32_t device) noexcept {
   std::lock_guard<std::mutex> lock(g_parked_mutex);
-  auto done = std::remove_if(g_parked.begin(), g_parked.end(), [all](ParkedEvent& p) {
+  auto done = std::remove_if(g_parked.begin(), g_parked.end(), [device](ParkedEvent& p) {
     try {
-      bind_device(p.device);
-      if (!all && (!event_complete(p.native) || !waiters_idle(p.waiters))) return false;
+      if (p.device != device || !event_complete(p.native) || !waiters_idle(p.waiters)) return false;
       (void)acl().aclrtDestroyEvent(p.native);
     } catch (...) {
-      // The runtime is gone or the event is broken: nothing left to release.
+      return false;  // unsure: keep it for the next pass (shutdown destroys it)
     }
     return true;
   });
   g_parked.erase(done, g_parked.end());
+}
+
+// Shutdown: destroys every parked event. Every stream has been synchronized
+// or destroyed by then, so nothing waits for them any more (and a record
+// skipped by a stream in error would never complete).
+void destroy_parked_events() noexcept {
+  std::lock_guard<std::mutex> lock(g_parked_mutex);
+  for (const ParkedEvent& p : g_parked) {
+    try {
+      bind_device(p.device);
+      (void)acl().aclrtDestroyEvent(p.native);
+    } catch (...) {
+      // The runtime is gone: nothing left to release through it.
+    }
+  }
+  g_parked.clear();
 }
 
 // --- host callbacks ----------------------------------------------------------------
@@ -308,6 +330,7 @@ void report_loop(StreamState* s) noexcept {
 // Report mode: the stream's report thread, started and subscribed on first use.
 void ensure_reporter(StreamState& s) {
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.destroyed) fail(CD_STATUS_INVALID_HANDLE, "the stream is being destroyed");
   if (s.subscribed) return;
   s.stop_reporter = false;
   s.reporter = std::thread(report_loop, &s);
@@ -326,6 +349,7 @@ void stop_reporter(StreamState& s) noexcept {
   std::thread reporter;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
+    s.destroyed = true;
     if (!s.subscribed) return;
     s.subscribed = false;
     s.stop_reporter = true;
@@ -462,7 +486,7 @@ cd_event* event_create(int32_t device, uint32_t flags) {
     fail(CD_STATUS_INVALID_ARGUMENT, "flags 0x%x are not valid (v1 knows CD_EVENT_DISABLE_TIMING only)", flags);
   }
   bind_device(device);
-  reclaim_parked_events(false);
+  reclaim_parked_events(device);
   auto e = std::make_shared<EventState>();
   e->device = device;
   e->flags = flags;
@@ -493,7 +517,7 @@ void event_destroy(cd_event* event) {
   } else {
     check_acl(acl().aclrtDestroyEvent(e->native), "aclrtDestroyEvent");
   }
-  reclaim_parked_events(false);
+  reclaim_parked_events(e->device);
 }
 
 void event_record(cd_event* event, cd_stream* stream) {
@@ -625,7 +649,7 @@ void shutdown_runtime() noexcept {
   } catch (...) {
     // acl() itself failed: nothing was ever created.
   }
-  reclaim_parked_events(true);
+  destroy_parked_events();
   release_memory();
 }
 

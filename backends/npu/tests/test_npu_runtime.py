@@ -215,6 +215,99 @@ def test_destroyed_handles_stay_invalid_when_new_ones_are_made():
     assert out == [status["INVALID_HANDLE"]]
 
 
+def test_reclaiming_on_one_device_leaves_the_callers_device_bound():
+    """Regression: destroying parked events and staging buffers rebound the
+    calling thread to their device, so event_create / an upload on npu:1 ran
+    in npu:0's context. A parked event (destroyed while its record was held
+    by a gate) and a staging buffer of npu:0 are reclaimed by calls on npu:1;
+    the thread's ACL device must stay npu:1."""
+    out = run_json(
+        """
+        import ctypes, json
+        from pathlib import Path
+        import numpy as np
+        import chipdock, chipdock_npu
+        from chipdock._C import abi
+        chipdock.device("npu:1")
+        api = abi.Api("npu")
+        acl = ctypes.CDLL(str(Path(chipdock_npu.__file__).parent / "_test_double" / "libascendcl.so"))
+        def current():
+            d = ctypes.c_int32(-1)
+            assert acl.aclrtGetDevice(ctypes.byref(d)) == 0
+            return d.value
+        def ok(result):
+            assert result[0] == 0, result
+            return result[2] if len(result) > 2 else None
+        st0, st1 = ok(api.stream_create(0, 0)), ok(api.stream_create(1, 0))
+        dev0, dev1 = ok(api.memory_allocate(0, 4096)), ok(api.memory_allocate(1, 4096))
+        gate = abi.Gate(10.0)
+        ok(api.stream_add_gate(st0, gate))
+        ev0 = ok(api.event_create(0, 0))
+        ok(api.event_record(ev0, st0))
+        ok(api.event_destroy(ev0))                      # pending: parked
+        src = np.arange(4096, dtype=np.uint8) % 251
+        ok(api.memcpy("h2d", 0, dev0, src.ctypes.data, 4096, st0))   # pageable: a staging buffer of npu:0
+        gate.open()
+        ok(api.stream_synchronize(st0))
+        seen = []
+        ev1 = ok(api.event_create(1, 0))                # reclaims what npu:0 left
+        seen.append(current())
+        ok(api.memcpy("h2d", 1, dev1, src.ctypes.data, 4096, st1))
+        seen.append(current())
+        ok(api.event_destroy(ev1))
+        seen.append(current())
+        ok(api.stream_synchronize(st1))
+        back = np.zeros(4096, np.uint8)
+        ok(api.memcpy("d2h", 1, back.ctypes.data, dev1, 4096))
+        for h in (st0, st1):
+            ok(api.stream_destroy(h))
+        ok(api.memory_free(0, dev0))
+        ok(api.memory_free(1, dev1))
+        print(json.dumps({"devices": seen, "copied": bool(np.array_equal(back, src))}))
+        """
+    )
+    assert out == {"devices": [1, 1, 1], "copied": True}
+
+
+def test_an_asynchronous_failure_is_returned_by_the_next_synchronize_once():
+    """Work that fails on the stream (here: a copy whose source allocation
+    was freed before the held stream reached it, which the double detects)
+    is reported by stream_synchronize, naming the runtime's call and code,
+    and only once; the stream works again afterwards."""
+    out = run_json(
+        """
+        import json
+        import numpy as np
+        import chipdock
+        from chipdock._C import abi
+        chipdock.device("npu:0")
+        api = abi.Api("npu")
+        def ok(result):
+            assert result[0] == 0, result
+            return result[2] if len(result) > 2 else None
+        st = ok(api.stream_create(0, 0))
+        a, b = ok(api.memory_allocate(0, 4096)), ok(api.memory_allocate(0, 4096))
+        gate = abi.Gate(10.0)
+        ok(api.stream_add_gate(st, gate))
+        ok(api.memcpy("d2d", 0, b, a, 4096, st))
+        ok(api.memory_free(0, a))                       # freed before the copy ran
+        gate.open()
+        first, second = api.stream_synchronize(st)[:2], api.stream_synchronize(st)[:2]
+        host = np.arange(4096, dtype=np.uint8) % 7
+        ok(api.memcpy("h2d", 0, b, host.ctypes.data, 4096, st))
+        back = np.zeros(4096, np.uint8)
+        ok(api.memcpy("d2h", 0, back.ctypes.data, b, 4096, st))
+        ok(api.stream_synchronize(st))
+        ok(api.stream_destroy(st))
+        ok(api.memory_free(0, b))
+        print(json.dumps({"first": first, "second": second, "works": bool(np.array_equal(back, host))}))
+        """
+    )
+    assert out["first"][0] != 0 and out["first"][1].startswith("stream_synchronize: aclrtSynchronizeStream failed: ")
+    assert out["second"] == [0, ""] or out["second"][0] == 0
+    assert out["works"]
+
+
 # ------------------------------------------------- streams, events, callbacks --
 
 STREAMS_SCRIPT = """
@@ -409,11 +502,19 @@ def test_chipdock_check_passes_on_the_double_with_its_label():
         assert all(step["ok"] for step in d["steps"]), d
 
 
+# runtime.abi's negotiation cases load a private copy of libchipdock_npu.so
+# from a temporary folder; CHIPDOCK_NPU_RUNTIME=test-double looks for
+# _test_double/ beside the loaded library, which the copy lacks. Run apart
+# (below) until the plug-in or the case finds the double from a copy.
+NEGOTIATE = "runtime/abi/negotiate*"
+
+
 @pytest.mark.parametrize("mechanism", sorted(MECHANISMS))
 def test_the_runtime_conformance_groups_pass_on_the_double(mechanism, tmp_path):
     # The report mechanism changes only streams and callbacks: run those groups there.
     only = ["runtime*"] if mechanism == "host-func" else ["runtime.streams", "runtime.events", "runtime.concurrency"]
-    args = ["conformance", "--device", "npu", "--suite", "full", "--jobs", "2", "--report", str(tmp_path)]
+    args = ["conformance", "--device", "npu", "--suite", "full", "--jobs", "2", "--report", str(tmp_path),
+            "--except", NEGOTIATE]
     for pattern in only:
         args += ["--only", pattern]
     proc = run_cli(*args, env={"CHIPDOCK_NPU_CALLBACKS": mechanism})
@@ -421,4 +522,11 @@ def test_the_runtime_conformance_groups_pass_on_the_double(mechanism, tmp_path):
     report = json.loads((tmp_path / "report.json").read_text())
     assert DOUBLE_LABEL in json.dumps(report)
     cases = [c for c in report["cases"] if c["id"].startswith("runtime/")]
-    assert cases and not [c["id"] for c in cases if c["status"] == "fail"]
+    assert len(cases) >= 80 if mechanism == "host-func" else len(cases) >= 20
+    assert not [c["id"] for c in cases if c["status"] == "fail"]
+
+
+@pytest.mark.xfail(strict=True, reason="a private copy of the plug-in finds no _test_double/ beside it (see NEGOTIATE)")
+def test_runtime_abi_negotiation_on_a_private_copy(tmp_path):
+    proc = run_cli("conformance", "--device", "npu", "--suite", "full", "--only", NEGOTIATE, "--report", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:]
