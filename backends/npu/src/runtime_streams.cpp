@@ -329,19 +329,24 @@ void report_loop(StreamState* s) noexcept {
 
 // Report mode: the stream's report thread, started and subscribed on first use.
 void ensure_reporter(StreamState& s) {
-  std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.destroyed) fail(CD_STATUS_INVALID_HANDLE, "the stream is being destroyed");
-  if (s.subscribed) return;
-  s.stop_reporter = false;
-  s.reporter = std::thread(report_loop, &s);
-  const auto thread_id = static_cast<uint64_t>(s.reporter.native_handle());
-  const aclError rc = acl().aclrtSubscribeReport(thread_id, s.native);
-  if (rc != ACL_SUCCESS) {
+  std::thread failed;
+  aclError rc = ACL_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.destroyed) fail(CD_STATUS_INVALID_HANDLE, "the stream is being destroyed");
+    if (s.subscribed) return;
+    s.stop_reporter = false;
+    s.reporter = std::thread(report_loop, &s);
+    rc = acl().aclrtSubscribeReport(static_cast<uint64_t>(s.reporter.native_handle()), s.native);
+    if (rc == ACL_SUCCESS) {
+      s.subscribed = true;
+      return;
+    }
     s.stop_reporter = true;
-    s.reporter.join();
-    check_acl(rc, "aclrtSubscribeReport");
+    failed = std::move(s.reporter);
   }
-  s.subscribed = true;
+  failed.join();  // outside the lock: the thread may be recording an error under it
+  check_acl(rc, "aclrtSubscribeReport");
 }
 
 // Stops and joins the stream's report thread (after its work completed).
