@@ -34,6 +34,10 @@ void check_shape(const char* op, const char* what, const TensorInfo& t, const st
 
 int64_t one_dim(const char* op, size_t rank, int64_t dim, bool scalar_ok) {
   const int64_t r = static_cast<int64_t>(rank == 0 && scalar_ok ? 1 : rank);
+  if (r == 0) {
+    raise(CD_ACLNN_ERR_PARAM_INVALID, "%s: dim %lld given for a 0-d self, which has no dimension to take", op,
+          static_cast<long long>(dim));
+  }
   if (dim < -r || dim >= r) {
     raise(CD_ACLNN_ERR_PARAM_INVALID, "%s: dim %lld is out of range [%lld, %lld]", op, static_cast<long long>(dim),
           static_cast<long long>(-r), static_cast<long long>(r - 1));
