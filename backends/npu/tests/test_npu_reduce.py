@@ -146,6 +146,27 @@ def test_a_failing_aclnn_call_names_the_call_and_leaves_the_other_ops_working(ru
     assert "SUM [3.0, 3.0]" in proc.stdout
 
 
+def test_half_precision_means_accumulate_in_float32_and_round_through_reduce_sum(run_fresh, npu_double_env):
+    """float16/bfloat16 sum and mean ask aclnn for a FLOAT result (accumulation in float32) and round it with a
+    ReduceSum over the kept size-1 axes: with ReduceSum failing, a float16 mean fails there, a float32 one does not."""
+    proc = run_fresh(
+        """
+        import numpy as np, chipdock
+        for dtype in ("float32", "float16"):
+            x = chipdock.tensor(np.ones((2, 3), np.float32), device="npu:0", dtype=dtype)
+            try:
+                print(dtype, "OK", chipdock.ops.mean(x, axes=[1]).numpy().tolist())
+            except chipdock.errors.ChipdockError as e:
+                print(dtype, "ERROR", e)
+        """,
+        {**npu_double_env, "CHIPDOCK_NPU_SIM_FAIL_OP": "aclnnReduceSum"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "float32 OK [1.0, 1.0]" in proc.stdout
+    half = next(line for line in proc.stdout.splitlines() if line.startswith("float16"))
+    assert "ERROR" in half and "aclnnReduceSumGetWorkspaceSize" in half
+
+
 DOUBLE_CHECKS = r"""
 import ctypes, json, os, chipdock_npu
 d = chipdock_npu.test_double_dir()

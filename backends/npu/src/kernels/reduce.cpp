@@ -13,6 +13,8 @@
 //   through workspace intermediates in the accumulation dtype (float32 for
 //   16-bit floats, as chipdock's opset asks; the integers wrap, so their
 //   intermediates stay in their own width, exactly).
+// - sum/mean of float16 and bfloat16 accumulate in float32 (aclnn's `dtype`
+//   argument, then a rounding pass), see accumulate_wide.
 // - max/min/argmax/argmin of an empty extent has no value: refused here
 //   (the core refuses it too) rather than left to aclnn's 161002.
 // - NaN and ties: aclnnAmax/Amin/ArgMax/ArgMin are torch_npu's amax, amin,
@@ -215,6 +217,28 @@ void prod_chain(const cd_kernel_context* ctx, const TensorDesc& self, std::vecto
   run_aclnn(ctx, ProdDim, current.get(), axes.front(), true, acl_dtype(out.dtype), result.get());
 }
 
+// sum and mean of 16-bit floats: aclnn casts self to `dtype` before it
+// reduces (ops-math reduce_sum / reduce_mean), so asking for FLOAT makes the
+// accumulation float32, as chipdock's opset requires, into a workspace
+// intermediate with the reduced axes kept; a ReduceSum over those size-1 axes
+// with the 16-bit dtype then rounds each result once into `out`.
+void accumulate_wide(const cd_kernel_context* ctx, Kind kind, const TensorDesc& self, std::vector<int64_t> shape,
+                     const std::vector<int64_t>& axes, bool keepdims) {
+  const cd_tensor_view& out = *ctx->outputs[0];
+  for (int64_t a : axes) shape[static_cast<size_t>(a)] = 1;
+  const uint64_t bytes = static_cast<uint64_t>(numel(out)) * dtype_size(CD_DTYPE_FLOAT32);
+  void* data = workspace(ctx, bytes, kind == Kind::sum ? "sum (float32)" : "mean (float32)");
+  TensorDesc wide = TensorDesc::contiguous(data, CD_DTYPE_FLOAT32, shape);
+  IntArrayDesc dims(axes);
+  if (kind == Kind::sum) {
+    run_aclnn(ctx, ReduceSum, self.get(), dims.get(), true, ACL_FLOAT, wide.get());
+  } else {
+    run_aclnn(ctx, Mean, self.get(), dims.get(), true, ACL_FLOAT, wide.get());
+  }
+  TensorDesc o(ctx, out);
+  run_aclnn(ctx, ReduceSum, wide.get(), dims.get(), keepdims, acl_dtype(out.dtype), o.get());
+}
+
 void reduce_over_axes(const cd_kernel_context* ctx, Kind kind) {
   check_operands(ctx, 1, 1);
   const cd_tensor_view& x = *ctx->inputs[0];
@@ -247,6 +271,11 @@ void reduce_over_axes(const cd_kernel_context* ctx, Kind kind) {
     return;
   }
   IntArrayDesc dims(axes);
+  if ((kind == Kind::sum || kind == Kind::mean) &&
+      (x.dtype == CD_DTYPE_FLOAT16 || x.dtype == CD_DTYPE_BFLOAT16)) {
+    accumulate_wide(ctx, kind, self, shape, axes, keepdims);
+    return;
+  }
   switch (kind) {
     case Kind::sum: run_aclnn(ctx, ReduceSum, self.get(), dims.get(), keepdims, dtype, o.get()); break;
     case Kind::mean: run_aclnn(ctx, Mean, self.get(), dims.get(), keepdims, dtype, o.get()); break;

@@ -59,8 +59,9 @@ std::vector<int64_t> out_strides(const std::vector<int64_t>& shape, const std::v
   return strides;
 }
 
-bool better(Red op, long double v, long double best) { return op == Red::max || op == Red::argmax ? v > best : v < best; }
-bool better(Red op, int64_t v, int64_t best) { return op == Red::max || op == Red::argmax ? v > best : v < best; }
+bool wants_max(Red op) { return op == Red::max || op == Red::argmax; }
+bool better(Red op, long double v, long double best) { return wants_max(op) ? v > best : v < best; }
+bool better(Red op, int64_t v, int64_t best) { return wants_max(op) ? v > best : v < best; }
 
 void accumulate(const Job& job, const HostTensor& in, Acc& a, int64_t linear, int64_t position) {
   const bool floating_out = is_floating(job.out.dtype);
