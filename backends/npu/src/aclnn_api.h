@@ -76,9 +76,26 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
 
 /* end of elementwise ops */
 
-/* Reductions, softmax, cumsum, arg-reductions, sort and top-k. */
-#define CD_ACLNN_REDUCE_OPS(X) \
-  X(ReduceSum, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype, aclTensor* out)
+/* Reductions, softmax, cumsum, arg-reductions, sort and top-k (hicann/ops-math
+ * math/<op>/docs/aclnn<Op>.md, ops-nn for Softmax and LogSoftmax). `dim` arrays
+ * take [-self.dim(), self.dim()-1]; ReduceSum, Mean, Amax, Amin read an empty
+ * array as every dimension. ProdDim, ArgMax, ArgMin, Softmax, LogSoftmax,
+ * CumsumV2 and Sort take one dimension; Sort's `stable` asks for equal keys to
+ * keep their order (the only op here whose docs promise a tie order). */
+#define CD_ACLNN_REDUCE_OPS(X)                                                                             \
+  X(ReduceSum, const aclTensor* self, const aclIntArray* dims, bool keepDims, aclDataType dtype,           \
+    aclTensor* out)                                                                                        \
+  X(Mean, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype, aclTensor* out)  \
+  X(Amax, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclTensor* out)                     \
+  X(Amin, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclTensor* out)                     \
+  X(ProdDim, const aclTensor* self, int64_t dim, bool keepDim, aclDataType dtype, aclTensor* out)          \
+  X(ArgMax, const aclTensor* self, int64_t dim, bool keepdim, aclTensor* out)                              \
+  X(ArgMin, const aclTensor* self, int64_t dim, bool keepdim, aclTensor* out)                              \
+  X(Softmax, const aclTensor* self, int64_t dim, aclTensor* out)                                           \
+  X(LogSoftmax, const aclTensor* self, int64_t dim, aclTensor* out)                                        \
+  X(CumsumV2, const aclTensor* self, int64_t dim, bool exclusive, bool reverse, aclTensor* out)            \
+  X(Sort, const aclTensor* self, bool stable, int64_t dim, bool descending, aclTensor* valuesOut,          \
+    aclTensor* indicesOut)
 
 /* end of reduce ops */
 
