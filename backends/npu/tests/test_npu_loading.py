@@ -208,3 +208,22 @@ def test_the_conformance_report_names_the_double_and_a_private_copy_finds_it(run
     assert header["runtime_version"] == f"CANN 8.3.RC1 ({DOUBLE_LABEL})"
     assert DOUBLE_LABEL in (report_dir / "junit.xml").read_text()
     assert DOUBLE_LABEL in (report_dir / "report.html").read_text()
+
+
+def test_an_acl_failure_names_the_call_the_code_its_name_and_the_runtime_message(run_fresh, npu_double_env):
+    # aclrtMalloc beyond the device's memory: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION, mapped to OutOfMemoryError,
+    # with aclGetRecentErrMsg()'s text in parentheses.
+    proc = run_fresh(
+        """
+        import chipdock
+        try:
+            chipdock.empty((4 << 20,), chipdock.uint8, "npu:0")
+        except chipdock.ChipdockError as e:
+            print(type(e).__name__, e)
+        """,
+        {**npu_double_env, "CHIPDOCK_NPU_SIM_MEMORY": str(1 << 20)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip()
+    assert out.startswith("OutOfMemoryError "), out
+    assert "failed: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (" in out and "aclrtMalloc" in out, out
