@@ -63,12 +63,41 @@ std::string plugin_folder() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
+bool has_double(const std::string& folder) {
+  return access((folder + "/_test_double/libascendcl.so").c_str(), F_OK) == 0;
+}
+
+// Every folder holding a loaded libchipdock_npu.so.
+int collect_plugin_folders(dl_phdr_info* info, size_t, void* data) {
+  static const std::string kName = "/libchipdock_npu.so";
+  const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  if (path.size() > kName.size() && path.compare(path.size() - kName.size(), kName.size(), kName) == 0) {
+    static_cast<std::vector<std::string>*>(data)->push_back(path.substr(0, path.size() - kName.size()));
+  }
+  return 0;
+}
+
+// The wheel's _test_double/ folder: beside this library; for a private copy
+// of it loaded from elsewhere (the conformance suite's ABI negotiation loads
+// one from a temporary folder), beside the wheel's own copy loaded in this
+// process.
+std::string test_double_folder() {
+  const std::string own = plugin_folder();
+  if (has_double(own)) return own + "/_test_double";
+  std::vector<std::string> loaded;
+  dl_iterate_phdr(collect_plugin_folders, &loaded);
+  for (const std::string& folder : loaded) {
+    if (has_double(folder)) return folder + "/_test_double";
+  }
+  return own + "/_test_double";  // absent: the reason names it
+}
+
 Search make_search() {
   Search s;
   const std::string runtime = env(kRuntimeEnv);
   if (runtime == "test-double") {
     s.origin = std::string(kRuntimeEnv) + "=test-double";
-    s.folders.push_back(plugin_folder() + "/_test_double");
+    s.folders.push_back(test_double_folder());
   } else if (!runtime.empty()) {
     s.origin = std::string(kRuntimeEnv) + "=" + runtime;
     s.folders.push_back(runtime);

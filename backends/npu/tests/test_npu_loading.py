@@ -193,3 +193,37 @@ def test_check_and_doctor_name_the_double_on_every_npu_line(run_fresh, npu_doubl
     assert any(line.startswith("log[") and DOUBLE_LABEL in line for line in lines), lines
     assert any(line.startswith("environment:") and "'CHIPDOCK_NPU_RUNTIME': 'test-double'" in line
                for line in lines), lines
+
+
+def test_the_conformance_report_names_the_double_and_a_private_copy_finds_it(run_fresh, npu_double_env, tmp_path):
+    # runtime.abi loads private copies of the plug-in from temporary folders: each must still find the wheel's
+    # double (beside the wheel's own copy, loaded in the process), or its device_get_count fails.
+    report_dir = tmp_path / "report"
+    proc = run_fresh(env=npu_double_env, args=["chipdock.cli", "conformance", "--device", "npu", "--suite", "quick",
+                                               "--only", "runtime.abi*", "--report", str(report_dir)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith(f"chipdock conformance on npu:0 (Ascend910B3 ({DOUBLE_LABEL}))"), proc.stdout
+    header = json.loads((report_dir / "report.json").read_text())["header"]
+    assert header["device_name"] == f"Ascend910B3 ({DOUBLE_LABEL})"
+    assert header["runtime_version"] == f"CANN 8.3.RC1 ({DOUBLE_LABEL})"
+    assert DOUBLE_LABEL in (report_dir / "junit.xml").read_text()
+    assert DOUBLE_LABEL in (report_dir / "report.html").read_text()
+
+
+def test_an_acl_failure_names_the_call_the_code_its_name_and_the_runtime_message(run_fresh, npu_double_env):
+    # aclrtMalloc beyond the device's memory: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION, mapped to OutOfMemoryError,
+    # with aclGetRecentErrMsg()'s text in parentheses.
+    proc = run_fresh(
+        """
+        import chipdock
+        try:
+            chipdock.empty((4 << 20,), chipdock.uint8, "npu:0")
+        except chipdock.ChipdockError as e:
+            print(type(e).__name__, e)
+        """,
+        {**npu_double_env, "CHIPDOCK_NPU_SIM_MEMORY": str(1 << 20)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.strip()
+    assert out.startswith("OutOfMemoryError "), out
+    assert "failed: 207001 ACL_ERROR_RT_MEMORY_ALLOCATION (" in out and "aclrtMalloc" in out, out
