@@ -76,3 +76,30 @@ def test_the_ring_batched_into_hccl_batch_send_recv(ranks_run):
     ranks = ranks_run("ring", "threads", 3, extra=(("CHIPDOCK_NPU_HCCL_GROUPS", "batch"),))
     for verdicts in ranks.values():
         assert all(v == "ok" for k, v in verdicts.items() if k.startswith("send_recv")), verdicts
+
+
+def test_refusals_a_destroyed_communicator_and_the_keyed_unique_id(run_fresh, npu_double_env, tmp_path):
+    # The root info's padding filled with random bytes: it cannot travel inline, so the id is keyed (form 2).
+    (tmp_path / "rootinfo").mkdir()
+    env = {**npu_double_env, "CHIPDOCK_NPU_SIM_DEVICES": "2", "CHIPDOCK_NPU_SIM_HCCL_ROOT_INFO_FILL": "random",
+           "HCCL_CONNECT_TIMEOUT": "30", "CHIPDOCK_NPU_HCCL_ROOT_INFO_DIR": str(tmp_path / "rootinfo"),
+           "PYTHONPATH": str(TESTS_DIR)}
+    proc = run_fresh(args=["npu_collective_ranks", "checks", "--nranks", "2", "--workdir", str(tmp_path)], env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    checks = json.loads(proc.stdout.strip().splitlines()[-1])["checks"]
+    assert all(status == 1 for _, status, _ in checks["init"]) and checks["init_untouched"], checks["init"]
+    refusals = {label: (status, message) for label, status, message in checks["refusals"]}
+    assert refusals["AVG"][0] == 1 and "HCCL has no average" in refusals["AVG"][1]
+    assert refusals["reduce bool"] == (1, "comm_all_reduce: dtype bool has no HCCL reduction (HCCL reduces int8, "
+                                          "int16, int32, int64, float16, float32, bfloat16)")
+    assert refusals["stream of device 1"][0] == 1 and "stream of device 1, communicator of device 0" in \
+        refusals["stream of device 1"][1]
+    assert all(status != 0 for status, _ in refusals.values()), refusals
+    assert checks["after_refusals"] == ["ok", "ok"]  # nothing refused was queued
+    destroyed = {label: (status, message) for label, status, message in checks["destroyed"]}
+    assert destroyed["used after destroy"] == (2, "comm_all_reduce: unknown or destroyed communicator")
+    assert destroyed["destroyed twice"][0] == 2
+    assert checks["id_form"] == 2 and len(checks["id_files_after_get"]) == 1 and checks["id_files_after_init"] == []
+    ids = {label: (status, message) for label, status, message in checks["ids"]}
+    assert ids["fresh id, one rank"][0] == 0
+    assert ids["the same id again"][0] == 1 and "CHIPDOCK_NPU_HCCL_ROOT_INFO_DIR" in ids["the same id again"][1]
