@@ -32,6 +32,21 @@ def test_check_json_covers_every_device_and_step():
     assert cpu["status"] == "accepted" and cpu["abi_version"] == report["abi_version"]
 
 
+def test_check_and_doctor_name_the_runtime_each_backend_runs_on():
+    """The runtime a backend's devices report is on the backend's own line too (a backend on a test double of its
+    vendor's runtime says so there as well as on each device)."""
+    report = json.loads(chipdock_cli("check", "--json").stdout)
+    doctor_report = json.loads(chipdock_cli("doctor", "--json").stdout)
+    runtimes = {d["device"]: d["runtime_version"] for d in doctor_report["devices"]}
+    cpu = [b for b in report["backends"] if b["name"] == "cpu"][0]
+    assert cpu["runtime"] == runtimes["cpu:0"] and cpu["runtime"], cpu
+    assert "; " not in cpu["runtime"]  # every CPU device reports the same: listed once
+    row = [line for line in chipdock_cli("check").stdout.splitlines() if line.startswith("│ cpu ")][0]
+    assert f"on {cpu['runtime']}" in row, row
+    doctor = chipdock_cli("doctor").stdout.splitlines()
+    assert any(line.startswith("cpu ") and line.endswith(f"accepted on {cpu['runtime']}") for line in doctor), doctor
+
+
 def test_check_shows_a_clamped_isa_as_a_warning():
     """CHIPDOCK_CPU_ISA above the CPU (faked by hiding AVX-512) passes the check, with the clamp said aloud."""
     env = {"CHIPDOCK_CPU_ISA": "avx512", "CHIPDOCK_CPU_HIDE_FEATURES": "avx512"}

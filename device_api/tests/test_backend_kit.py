@@ -249,3 +249,63 @@ def test_add_backend_rejects_bad_arguments(tmp_path: Path, arguments: str, messa
                             check=False)
     assert result.returncode != 0
     assert message in " ".join((result.stdout + result.stderr).split()), result.stderr
+
+
+def _unsupported_project(source: Path, files: dict[str, str]) -> None:
+    """A toy backend whose manifest takes its "unsupported" entries from `files` (name -> text), in that order."""
+    source.mkdir(parents=True, exist_ok=True)
+    shutil.copy(EXAMPLE_DIR / "toy_backend.c", source / "toy_backend.c")
+    for name, text in files.items():
+        (source / name).write_text(text)
+    listed = " ".join(f"${{CMAKE_CURRENT_SOURCE_DIR}}/{name}" for name in files)
+    (source / "CMakeLists.txt").write_text(f"""\
+cmake_minimum_required(VERSION 3.18)
+project(families VERSION 1.0 LANGUAGES C)
+find_package(chipdock 1 CONFIG REQUIRED)
+chipdock_add_backend(toy_families SOURCES toy_backend.c NAME toy UNSUPPORTED_FILES {listed})
+""")
+
+
+POW = '{"op": "pow", "dtypes": ["bfloat16"], "reason": "no bfloat16 pow (doc A)"}'
+ERF = '{"op": "erf", "dtypes": [], "reason": "no erf at all"}'
+SORT = '{"op": "sort", "dtypes": ["int8", "uint8"], "reason": "sort takes no 8-bit keys (doc B)"}'
+
+
+def test_unsupported_files_are_joined_in_order(tmp_path: Path, run_tool: Callable[..., Any]) -> None:
+    """One JSON array per kernel family: the manifest's "unsupported" is their concatenation, an empty family
+    ([] or blank lines) adds nothing, and editing a family's file rewrites the manifest on the next build."""
+    cmake_dir, _ = kit_cmake_dir()
+    source, build = tmp_path / "src", tmp_path / "build"
+    _unsupported_project(source, {"elementwise.json": f"[\n  {POW},\n  {ERF}\n]\n", "reduce.json": "  []\n\n",
+                                  "movement.json": f"[{SORT}]"})
+    run_tool(["cmake", "-S", str(source), "-B", str(build), *generator(), f"-Dchipdock_DIR={cmake_dir}"])
+    manifest = json.loads((build / "toy.chipdock.json").read_text())
+    assert manifest["unsupported"] == [json.loads(POW), json.loads(ERF), json.loads(SORT)]
+
+    (source / "reduce.json").write_text('[{"op": "prod", "reason": "no prod"}]\n')
+    run_tool(["cmake", "--build", str(build)])
+    manifest = json.loads((build / "toy.chipdock.json").read_text())
+    assert [e["op"] for e in manifest["unsupported"]] == ["pow", "erf", "prod", "sort"]
+
+
+def test_no_unsupported_entries_writes_no_field(tmp_path: Path, run_tool: Callable[..., Any]) -> None:
+    cmake_dir, _ = kit_cmake_dir()
+    source, build = tmp_path / "src", tmp_path / "build"
+    _unsupported_project(source, {"nn.json": "[]", "movement.json": "[ ]\n"})
+    run_tool(["cmake", "-S", str(source), "-B", str(build), *generator(), f"-Dchipdock_DIR={cmake_dir}"])
+    assert "unsupported" not in json.loads((build / "toy.chipdock.json").read_text())
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"op": "pow", "reason": "x"}', "does not hold a JSON array"),
+    ("", "does not hold a JSON array"),
+    ('[{"op": "pow", "reason": }]', "nn.json"),
+])
+def test_unsupported_file_that_is_not_a_json_array_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    cmake_dir, _ = kit_cmake_dir()
+    source = tmp_path / "src"
+    _unsupported_project(source, {"nn.json": text})
+    result = subprocess.run(["cmake", "-S", str(source), "-B", str(tmp_path / "build"), f"-Dchipdock_DIR={cmake_dir}"],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0
+    assert message in " ".join((result.stdout + result.stderr).split()), result.stderr

@@ -33,7 +33,7 @@ namespace chipdock_npu {
   X(aclrtLaunchCallback) X(aclrtProcessReport) X(aclGetRecentErrMsg) X(aclrtGetVersion)
 
 // libascendcl.so: newer or optional functions (NULL when the runtime lacks them).
-#define CD_NPU_ACL_OPTIONAL(X) X(aclrtLaunchHostFunc) X(aclsysGetVersionStr)
+#define CD_NPU_ACL_OPTIONAL(X) X(aclrtLaunchHostFunc) X(aclsysGetVersionStr) X(aclrtGetDeviceInfo)
 
 // libnnopbase.so: aclnn's descriptors (declared in aclnn_api.h).
 #define CD_NPU_NNOPBASE(X)                                                                     \

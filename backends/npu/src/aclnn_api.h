@@ -76,15 +76,69 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
 
 /* end of elementwise ops */
 
-/* Reductions, softmax, cumsum, arg-reductions, sort and top-k. */
-#define CD_ACLNN_REDUCE_OPS(X) \
-  X(ReduceSum, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype, aclTensor* out)
+/* Reductions, softmax, cumsum, arg-reductions, sort and top-k (hicann/ops-math
+ * math/<op>/docs/aclnn<Op>.md, ops-nn for Softmax and LogSoftmax). `dim` arrays
+ * take [-self.dim(), self.dim()-1]; ReduceSum, Mean, Amax, Amin read an empty
+ * array as every dimension. ProdDim, ArgMax, ArgMin, Softmax, LogSoftmax,
+ * CumsumV2 and Sort take one dimension; Sort's `stable` asks for equal keys to
+ * keep their order (the only op here whose docs promise a tie order). */
+#define CD_ACLNN_REDUCE_OPS(X)                                                                             \
+  X(ReduceSum, const aclTensor* self, const aclIntArray* dims, bool keepDims, aclDataType dtype,           \
+    aclTensor* out)                                                                                        \
+  X(Mean, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclDataType dtype, aclTensor* out)  \
+  X(Amax, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclTensor* out)                     \
+  X(Amin, const aclTensor* self, const aclIntArray* dim, bool keepDim, aclTensor* out)                     \
+  X(ProdDim, const aclTensor* self, int64_t dim, bool keepDim, aclDataType dtype, aclTensor* out)          \
+  X(ArgMax, const aclTensor* self, int64_t dim, bool keepdim, aclTensor* out)                              \
+  X(ArgMin, const aclTensor* self, int64_t dim, bool keepdim, aclTensor* out)                              \
+  X(Softmax, const aclTensor* self, int64_t dim, aclTensor* out)                                           \
+  X(LogSoftmax, const aclTensor* self, int64_t dim, aclTensor* out)                                        \
+  X(CumsumV2, const aclTensor* self, int64_t dim, bool exclusive, bool reverse, aclTensor* out)            \
+  X(Sort, const aclTensor* self, bool stable, int64_t dim, bool descending, aclTensor* valuesOut,          \
+    aclTensor* indicesOut)
 
 /* end of reduce ops */
 
-/* Matmul, gemm, convolution, pools, normalizations, attention. */
+/* Matmul, gemm, convolution, pools, normalizations, attention (hicann/ops-nn
+ * docs: matmul/, conv/, pooling/, norm/). cubeMathType: 0 KEEP_DTYPE,
+ * 1 ALLOW_FP32_DOWN_PRECISION (float32 may run as HFLOAT32), 2 USE_FP16,
+ * 3 USE_HF32. Convolution's padding has 2 values (symmetric: rows,
+ * columns) or, for a non-transposed conv2d, 4 (top, bottom, left, right).
+ * The pools' paddings are symmetric (2 values). BatchNorm with
+ * training=false reads runningMean/runningVar and leaves them unchanged.
+ * The last block is ops of other families' (elementwise: Relu, Muls, Cast;
+ * reduce: Softmax; movement: ConstantPadNd) that the nn compositions call,
+ * declared here until their owners' blocks declare them (an identical
+ * second declaration is harmless; drop these then). */
 #define CD_ACLNN_NN_OPS(X) \
-  X(Matmul, const aclTensor* self, const aclTensor* mat2, aclTensor* out, int8_t cubeMathType)
+  X(Matmul, const aclTensor* self, const aclTensor* mat2, aclTensor* out, int8_t cubeMathType) \
+  X(Addmm, const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2, const aclScalar* beta, \
+    const aclScalar* alpha, aclTensor* out, int8_t cubeMathType) \
+  X(Convolution, const aclTensor* input, const aclTensor* weight, const aclTensor* bias, \
+    const aclIntArray* stride, const aclIntArray* padding, const aclIntArray* dilation, bool transposed, \
+    const aclIntArray* outputPadding, int64_t groups, aclTensor* output, int8_t cubeMathType) \
+  X(MaxPool2dWithIndices, const aclTensor* self, const aclIntArray* kernelSize, const aclIntArray* stride, \
+    const aclIntArray* padding, const aclIntArray* dilation, bool ceilMode, aclTensor* out, aclTensor* indices) \
+  X(AvgPool2d, const aclTensor* self, const aclIntArray* kernelSize, const aclIntArray* strides, \
+    const aclIntArray* paddings, bool ceilMode, bool countIncludePad, int64_t divisorOverride, \
+    int8_t cubeMathType, aclTensor* out) \
+  X(AdaptiveAvgPool2d, const aclTensor* self, const aclIntArray* outputSize, aclTensor* out) \
+  X(BatchNorm, const aclTensor* input, const aclTensor* weight, const aclTensor* bias, aclTensor* runningMean, \
+    aclTensor* runningVar, bool training, double momentum, double eps, aclTensor* output, aclTensor* saveMean, \
+    aclTensor* saveInvstd) \
+  X(LayerNorm, const aclTensor* input, const aclIntArray* normalizedShape, const aclTensor* weightOptional, \
+    const aclTensor* biasOptional, double eps, aclTensor* out, aclTensor* meanOutOptional, \
+    aclTensor* rstdOutOptional) \
+  X(RmsNorm, const aclTensor* x, const aclTensor* gamma, double epsilon, const aclTensor* yOut, \
+    const aclTensor* rstdOut) \
+  X(GroupNorm, const aclTensor* self, const aclTensor* gamma, const aclTensor* beta, int64_t N, int64_t C, \
+    int64_t HxW, int64_t group, double eps, aclTensor* out, aclTensor* meanOut, aclTensor* rstdOut) \
+  /* other families' ops the compositions use (see above) */ \
+  X(Relu, const aclTensor* self, aclTensor* out) \
+  X(Muls, const aclTensor* self, const aclScalar* other, aclTensor* out) \
+  X(Cast, const aclTensor* self, aclDataType dtype, aclTensor* out) \
+  X(Softmax, const aclTensor* self, int64_t dim, aclTensor* out) \
+  X(ConstantPadNd, const aclTensor* self, const aclIntArray* pad, const aclScalar* value, aclTensor* out)
 
 /* end of nn ops */
 

@@ -140,16 +140,35 @@ def check_device(dev: Device) -> DeviceResult:
 _LOG_WARNING = 2  # CD_LOG_WARNING (cd_base.h)
 
 
+def device_runtimes(devices: list[Device]) -> dict[str, str]:
+    """backend name -> the vendor runtime its devices report (their distinct runtime_version strings, joined).
+
+    A backend says here which runtime it runs on, e.g. that it runs on a test double of the vendor's, so that the
+    backend's own line shows it as well as each device's."""
+    found: dict[str, list[str]] = {}
+    for dev in devices:
+        try:
+            runtime = dev.properties().get("runtime_version") or ""
+        except Exception:  # a device that cannot say is reported by its own smoke test
+            continue
+        seen = found.setdefault(dev.backend, [])
+        if runtime and runtime not in seen:
+            seen.append(runtime)
+    return {backend: "; ".join(runtimes) for backend, runtimes in found.items() if runtimes}
+
+
 def run_check() -> dict[str, Any]:
     """Runs the whole check and returns it as a JSON-able dict."""
     backends = _runtime.backends()
-    results = [check_device(dev) for dev in _runtime.devices()]
+    devices = _runtime.devices()
+    runtimes = device_runtimes(devices)
+    results = [check_device(dev) for dev in devices]
     ok = bool(results) and all(r.ok for r in results)
     return {
         "ok": ok,
         "core_version": _runtime._C.__version__,
         "abi_version": "{}.{}".format(*_runtime._C.ABI_VERSION),
-        "backends": [b.as_dict() for b in backends],
+        "backends": [{**b.as_dict(), "runtime": runtimes.get(b.name, "")} for b in backends],
         "devices": [{**asdict(r), "ok": r.ok} for r in results],
         # What the backends logged as warnings while loading (a setting they clamped, a library they could not
         # use): the check passes, but the user should read them.

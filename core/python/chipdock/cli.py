@@ -37,7 +37,11 @@ def _plain(value: Any) -> str:
 
 ENV_VARS = ("CHIPDOCK_PLUGIN_PATH", "CHIPDOCK_CPU_STRICT", "CHIPDOCK_CPU_DEVICES", "CHIPDOCK_CPU_MEMORY_LIMIT",
             "CHIPDOCK_CPU_ISA", "CHIPDOCK_CPU_HIDE_FEATURES", "CHIPDOCK_CPU_BF16", "CHIPDOCK_CPU_GEMM",
-            "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+            "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+            # The npu backend: which Ascend runtime it opens (backends/npu/README.md), the test double's knobs.
+            "CHIPDOCK_NPU_RUNTIME", "CHIPDOCK_NPU_OPAPI_LIBRARY", "CHIPDOCK_NPU_CALLBACKS", "ASCEND_HOME_PATH",
+            "CHIPDOCK_NPU_SIM_DEVICES", "CHIPDOCK_NPU_SIM_MEMORY", "CHIPDOCK_NPU_SIM_CANN_VERSION",
+            "CHIPDOCK_NPU_SIM_SOC", "CHIPDOCK_NPU_SIM_FAIL_OP")
 
 
 def _backend_table(backends: list[dict[str, Any]]) -> Table:
@@ -48,6 +52,8 @@ def _backend_table(backends: list[dict[str, Any]]) -> Table:
         if b["status"] == "accepted":
             status = "[green]accepted[/]"
             detail = str(b["device_count"]) + (f" ({_plain(b['device_error'])})" if b["device_error"] else "")
+            if b.get("runtime"):
+                detail += f" on {_plain(b['runtime'])}"
         else:
             status, detail = "[red]refused[/]", _plain(b["reason"])
         table.add_row(_plain(b["name"]), _plain(b["version"] or "-"), _plain(b["abi_version"] or "-"), status, detail)
@@ -100,6 +106,10 @@ def doctor(as_json: bool) -> None:
     """Explain the installation: versions, plugins, why each was accepted or refused."""
     import chipdock
 
+    from ._check import device_runtimes
+
+    devices = chipdock.devices()
+    runtimes = device_runtimes(devices)
     info: dict[str, Any] = {
         "core_version": chipdock.__version__,
         "abi_version": "{}.{}".format(*chipdock.ABI_VERSION),
@@ -107,8 +117,8 @@ def doctor(as_json: bool) -> None:
         "platform": platform.platform(),
         "cmake_dir": chipdock.cmake_dir(),
         "environment": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
-        "backends": [b.as_dict() for b in chipdock.backends()],
-        "devices": [{"device": str(d), **d.properties()} for d in chipdock.devices()],
+        "backends": [{**b.as_dict(), "runtime": runtimes.get(b.name, "")} for b in chipdock.backends()],
+        "devices": [{"device": str(d), **d.properties()} for d in devices],
         "plugin_log": [{"level": lvl, "message": msg} for lvl, msg in chipdock._C.plugin_log()],
     }
     if as_json:
@@ -122,6 +132,8 @@ def doctor(as_json: bool) -> None:
     for b in info["backends"]:
         p = {k: _plain(v) for k, v in b.items() if isinstance(v, str)}
         verdict = "[green]accepted[/]" if b["status"] == "accepted" else f"[red]refused[/]: {p['reason']}"
+        if p["runtime"]:
+            verdict += f" on {p['runtime']}"
         console.print(f"\n[bold]{p['name']}[/] {p['version']} (ABI {p['abi_version'] or '?'}) {verdict}")
         console.print(f"  source: {p['source']}\n  manifest: {p['manifest_path']}\n  library: {p['library_path']}")
         for name, what in b.get("environment", {}).items():

@@ -22,6 +22,7 @@
 #include "../acl_error.h"
 #include "../runtime.h"
 #include "chipdock/cd_kernel.h"
+#include "chipdock/support/error.h"
 
 namespace chipdock_npu {
 
