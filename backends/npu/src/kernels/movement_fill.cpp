@@ -171,49 +171,13 @@ void resize_nearest(const cd_kernel_context* ctx, const cd_tensor_view& x, const
   }
 }
 
-// `view` seen as (N, C, H, W): fewer dims get leading 1s, more have their
-// leading dims merged (a copy into workspace first when they cannot be).
-// Negative strides are read through materialize_positive_strides.
-TensorDesc as_nchw(const cd_kernel_context* ctx, const cd_tensor_view& view, bool is_output) {
-  std::vector<int64_t> shape = shape_of(view), strides = strides_of(view);
-  void* data = view.data;
-  int64_t offset = view.byte_offset / static_cast<int64_t>(dtype_size(view.dtype));
-  bool negative = false;
-  for (int64_t s : strides) negative = negative || s < 0;
-  auto mergeable = [&] {
-    for (size_t d = 0; d + 4 < shape.size(); ++d) {
-      if (shape[d] != 1 && strides[d] != strides[d + 1] * shape[d + 1]) return false;
-    }
-    return true;
-  };
-  if (negative || (shape.size() > 4 && !mergeable())) {
-    if (is_output) fail(CD_STATUS_INVALID_ARGUMENT, "the output's leading dims are not contiguous");
-    if (negative) {
-      data = materialize_positive_strides(ctx, view, &strides);
-    } else {  // a contiguous copy, whose leading dims merge
-      data = workspace(ctx, static_cast<uint64_t>(numel(shape)) * dtype_size(view.dtype), "resize");
-      TensorDesc copy = TensorDesc::contiguous(data, view.dtype, shape);
-      TensorDesc src(ctx, view);
-      run_aclnn(ctx, InplaceCopy, copy.get(), src.get());
-      strides = contiguous_strides(shape);
-    }
-    offset = 0;
+// An (N, C, H, W) view for aclnnUpsampleBilinear2d; negative strides are
+// read through materialize_positive_strides (TensorDesc does that itself).
+TensorDesc as_nchw(const cd_kernel_context* ctx, const cd_tensor_view& view) {
+  if (view.ndim != 4) {
+    fail(CD_STATUS_INVALID_ARGUMENT, "resize linear takes (N, C, H, W), got %s", shape_string(shape_of(view)).c_str());
   }
-  while (shape.size() > 4) {  // merge dim 0 into dim 1
-    shape[1] *= shape[0];
-    shape.erase(shape.begin());
-    strides.erase(strides.begin());
-  }
-  while (shape.size() < 4) {
-    shape.insert(shape.begin(), 1);
-    strides.insert(strides.begin(), shape.size() > 1 ? strides[0] * shape[1] : 1);
-  }
-  int64_t extent = offset;
-  for (size_t d = 0; d < 4; ++d) {
-    if (shape[d] == 0) extent = -1;
-    if (extent >= 0) extent += (shape[d] - 1) * strides[d];
-  }
-  return TensorDesc::make(data, view.dtype, shape, strides, offset, {extent + 1});
+  return TensorDesc(ctx, view);
 }
 
 void enqueue_resize(const cd_kernel_context* ctx) {
@@ -223,7 +187,7 @@ void enqueue_resize(const cd_kernel_context* ctx) {
   require_dtype(out, x.dtype, "output 0");
   require_writable(out, "output 0");
   const size_t nd = static_cast<size_t>(x.ndim);
-  if (nd < 2) fail(CD_STATUS_INVALID_ARGUMENT, "resize needs at least 2 dims, got %zu", nd);
+  if (nd < 2) fail(CD_STATUS_INVALID_ARGUMENT, "resize needs at least 2 dims, got %zu", nd);  // the core gives 4
   const std::string mode = chipdock::support::string_attribute(ctx, "mode");
   if (mode != "nearest" && mode != "linear") {
     fail(CD_STATUS_INVALID_ARGUMENT, "mode '%s' is not one of nearest, linear", mode.c_str());
@@ -250,8 +214,8 @@ void enqueue_resize(const cd_kernel_context* ctx) {
     resize_nearest(ctx, x, out, sizes, scales[0], scales[1]);
     return;
   }
-  TensorDesc src = as_nchw(ctx, x, false);
-  TensorDesc dst = as_nchw(ctx, out, true);
+  TensorDesc src = as_nchw(ctx, x);
+  TensorDesc dst = as_nchw(ctx, out);
   IntArrayDesc output_size(sizes);
   run_aclnn(ctx, UpsampleBilinear2d, src.get(), output_size.get(), false, scales[0], scales[1], dst.get());
 }
