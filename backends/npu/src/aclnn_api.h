@@ -142,9 +142,30 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
 
 /* end of nn ops */
 
-/* Data movement: copy, flip, permute, concat, split, slice, gather, scatter, pad, ... */
+/* Data movement (hicann ops-math / ops-nn per-op docs): copy (also converts
+ * dtypes, as torch's copy_), flip, concat, split, gather (GatherV2: index_select
+ * along dim; Gather: torch.gather), scatter (reduce 0 none, 1 add, 2 mul;
+ * ScatterReduce adds 3 max, 4 min, 5 mean), pad (pad is torch order: last dim
+ * first, begin then end), repeat (torch.repeat = tile), bilinear upsampling
+ * (torch semantics: the scales, when > 0, give the coordinate ratio 1/scale),
+ * arange and fill. Indices must lie in [0, size): the backend normalizes them. */
 #define CD_ACLNN_MOVEMENT_OPS(X) \
-  X(InplaceCopy, aclTensor* selfRef, const aclTensor* src)
+  X(InplaceCopy, aclTensor* selfRef, const aclTensor* src) \
+  X(Flip, const aclTensor* self, const aclIntArray* dims, aclTensor* out) \
+  X(Cat, const aclTensorList* tensors, int64_t dim, aclTensor* out) \
+  X(SplitWithSize, const aclTensor* self, const aclIntArray* splitSize, int64_t dim, aclTensorList* out) \
+  X(GatherV2, const aclTensor* self, int64_t dim, const aclTensor* index, aclTensor* out) \
+  X(Gather, const aclTensor* self, int64_t dim, const aclTensor* index, aclTensor* out) \
+  X(Scatter, const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* src, int64_t reduce, \
+    aclTensor* out) \
+  X(ScatterReduce, const aclTensor* self, int64_t dim, const aclTensor* index, const aclTensor* src, \
+    int64_t reduce, bool includeSelf, aclTensor* out) \
+  X(ConstantPadNd, const aclTensor* self, const aclIntArray* pad, const aclScalar* value, aclTensor* out) \
+  X(Repeat, const aclTensor* self, const aclIntArray* repeats, aclTensor* out) \
+  X(UpsampleBilinear2d, const aclTensor* self, const aclIntArray* outputSize, bool alignCorners, double scalesH, \
+    double scalesW, aclTensor* out) \
+  X(Arange, const aclScalar* start, const aclScalar* end, const aclScalar* step, aclTensor* out) \
+  X(InplaceFillScalar, aclTensor* selfRef, const aclScalar* value)
 
 /* end of movement ops */
 
