@@ -71,8 +71,52 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
 /* ---- op lists, one per family (each family's owner edits only its own) ---- */
 
 /* Elementwise math, activations, comparisons, logic, cast, where. */
-#define CD_ACLNN_ELEMENTWISE_OPS(X) \
-  X(Add, const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out)
+/* Prototypes as hicann/ops-math (math/<op>/docs/aclnn<Op>.md, conversion/
+ * clip_by_value_v2/docs/aclnnClamp.md) and hicann/ops-nn (activation/<op>/docs)
+ * document them. `approximate` of GeluV2: 0 none (erf), 1 tanh. `mode` of
+ * DivMod: 0 true division, 1 trunc, 2 floor. Clamp takes NULL for an absent
+ * bound (not both). */
+#define CD_ACLNN_ELEMENTWISE_OPS(X)                                                                 \
+  X(Add, const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out)     \
+  X(Sub, const aclTensor* self, const aclTensor* other, const aclScalar* alpha, aclTensor* out)     \
+  X(Mul, const aclTensor* self, const aclTensor* other, aclTensor* out)                             \
+  X(Div, const aclTensor* self, const aclTensor* other, aclTensor* out)                             \
+  X(DivMod, const aclTensor* self, const aclTensor* other, int mode, aclTensor* out)                \
+  X(PowTensorTensor, const aclTensor* self, const aclTensor* exponent, aclTensor* out)              \
+  X(Maximum, const aclTensor* self, const aclTensor* other, aclTensor* out)                         \
+  X(Minimum, const aclTensor* self, const aclTensor* other, aclTensor* out)                         \
+  X(Neg, const aclTensor* self, aclTensor* out)                                                     \
+  X(Abs, const aclTensor* self, aclTensor* out)                                                     \
+  X(Exp, const aclTensor* self, aclTensor* out)                                                     \
+  X(Log, const aclTensor* self, aclTensor* out)                                                     \
+  X(Sqrt, const aclTensor* self, aclTensor* out)                                                    \
+  X(Rsqrt, const aclTensor* self, aclTensor* out)                                                   \
+  X(Sin, const aclTensor* self, aclTensor* out)                                                     \
+  X(Cos, const aclTensor* input, aclTensor* out)                                                    \
+  X(Tanh, const aclTensor* self, aclTensor* out)                                                    \
+  X(Erf, const aclTensor* self, aclTensor* out)                                                     \
+  X(Sigmoid, const aclTensor* self, aclTensor* out)                                                 \
+  X(Relu, const aclTensor* self, aclTensor* out)                                                    \
+  X(LeakyRelu, const aclTensor* self, const aclScalar* negativeSlope, aclTensor* out)               \
+  X(Gelu, const aclTensor* self, aclTensor* out)                                                    \
+  X(GeluV2, const aclTensor* x, int64_t approximate, aclTensor* y)                                  \
+  X(Silu, const aclTensor* self, aclTensor* out)                                                    \
+  X(Clamp, const aclTensor* self, const aclScalar* clipValueMin, const aclScalar* clipValueMax,     \
+    aclTensor* out)                                                                                 \
+  X(SWhere, const aclTensor* condition, const aclTensor* self, const aclTensor* other, aclTensor* out) \
+  X(EqTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(NeTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(LtTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(LeTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(GtTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(GeTensor, const aclTensor* self, const aclTensor* other, aclTensor* out)                        \
+  X(EqScalar, const aclTensor* self, const aclScalar* other, aclTensor* out)                        \
+  X(LogicalAnd, const aclTensor* self, const aclTensor* other, aclTensor* out)                      \
+  X(LogicalOr, const aclTensor* self, const aclTensor* other, aclTensor* out)                       \
+  X(LogicalNot, const aclTensor* self, aclTensor* out)                                              \
+  X(InplaceMaskedFillScalar, aclTensor* selfRef, const aclTensor* mask, const aclScalar* value)     \
+  X(BitwiseAndScalar, const aclTensor* self, const aclScalar* other, aclTensor* out)                \
+  X(Cast, const aclTensor* self, aclDataType dtype, aclTensor* out)
 
 /* end of elementwise ops */
 
