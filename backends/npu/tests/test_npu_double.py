@@ -423,11 +423,14 @@ def test_copies_round_trip_in_every_direction(acl):
 
 
 def test_fresh_device_memory_is_poisoned(acl):
-    ptr = _malloc(acl, 8)
     back = ctypes.c_double(0.0)
-    acl.aclrtMemcpy(ctypes.byref(back), 8, ptr, 8, D2H)
-    assert math.isnan(back.value)  # CANN does not zero it either: a read-before-write shows
-    acl.aclrtFree(ptr)
+    for size in (8, 64 << 20):  # a large block: poisoned at both ends (nothing committed in between)
+        ptr = _malloc(acl, size)
+        for offset in (0, size - 8):
+            back.value = 0.0
+            assert acl.aclrtMemcpy(ctypes.byref(back), 8, ptr + offset, 8, D2H) == ACL_SUCCESS
+            assert math.isnan(back.value)  # CANN does not zero it either: a read-before-write shows
+        acl.aclrtFree(ptr)
 
 
 @pytest.mark.parametrize(

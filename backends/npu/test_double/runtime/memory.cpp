@@ -21,7 +21,20 @@ namespace {
 constexpr uintptr_t kDeviceTag = uintptr_t{1} << 56;
 // Fresh device memory reads as NaN (floats) or -1 (ints): CANN's aclrtMalloc
 // does not initialize it, and a kernel that reads before writing shows.
+// Large blocks are poisoned at both ends only, so that a big reservation
+// does not commit host memory it may never use.
 constexpr int kPoison = 0xff;
+constexpr size_t kPoisonAll = size_t{16} << 20;
+constexpr size_t kPoisonEnds = size_t{1} << 20;
+
+void poison(char* host, size_t size) {
+  if (size <= kPoisonAll) {
+    std::memset(host, kPoison, size);
+    return;
+  }
+  std::memset(host, kPoison, kPoisonEnds);
+  std::memset(host + size - kPoisonEnds, kPoison, kPoisonEnds);
+}
 
 struct Allocation {
   size_t size = 0;     // what was asked: the bounds every check uses
@@ -252,7 +265,7 @@ aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
       m.used[device] -= charged;
       raise(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: the host could not back %zu bytes of device %d", size, device);
     }
-    std::memset(host, cdsim::kPoison, size);
+    cdsim::poison(host, size);
     uintptr_t address = reinterpret_cast<uintptr_t>(host) | cdsim::kDeviceTag;
     std::lock_guard<std::mutex> lock(m.mutex);
     m.device[address] = cdsim::Allocation{size, charged, device, host};
