@@ -183,6 +183,12 @@ def _malloc(acl, size: int) -> int:
     return ptr.value
 
 
+def _pinned(acl, size: int) -> int:
+    ptr = ctypes.c_void_p()
+    assert acl.aclrtMallocHost(ctypes.byref(ptr), size) == ACL_SUCCESS, _message(acl)
+    return ptr.value
+
+
 def _stream(acl) -> int:
     stream = ctypes.c_void_p()
     assert acl.aclrtCreateStreamWithConfig(ctypes.byref(stream), 0, 0x3) == ACL_SUCCESS, _message(acl)
@@ -417,11 +423,14 @@ def test_copies_round_trip_in_every_direction(acl):
 
 
 def test_fresh_device_memory_is_poisoned(acl):
-    ptr = _malloc(acl, 8)
     back = ctypes.c_double(0.0)
-    acl.aclrtMemcpy(ctypes.byref(back), 8, ptr, 8, D2H)
-    assert math.isnan(back.value)  # CANN does not zero it either: a read-before-write shows
-    acl.aclrtFree(ptr)
+    for size in (8, 64 << 20):  # a large block: poisoned at both ends (nothing committed in between)
+        ptr = _malloc(acl, size)
+        for offset in (0, size - 8):
+            back.value = 0.0
+            assert acl.aclrtMemcpy(ctypes.byref(back), 8, ptr + offset, 8, D2H) == ACL_SUCCESS
+            assert math.isnan(back.value)  # CANN does not zero it either: a read-before-write shows
+        acl.aclrtFree(ptr)
 
 
 @pytest.mark.parametrize(
@@ -473,8 +482,9 @@ def test_stream_runs_tasks_in_order_on_its_own_thread(acl):
     callbacks = [make(i) for i in range(20)]
     gate = Gate()
     gate.launch(acl, stream)
-    device, host = _malloc(acl, 4), (ctypes.c_uint32 * 1)(0xA1B2C3D4)
-    result = (ctypes.c_uint32 * 1)()
+    device, host, result = _malloc(acl, 4), _pinned(acl, 4), _pinned(acl, 4)
+    ctypes.c_uint32.from_address(host).value = 0xA1B2C3D4
+    ctypes.c_uint32.from_address(result).value = 0
     for i, callback in enumerate(callbacks):
         assert acl.aclrtLaunchHostFunc(stream, callback, None) == ACL_SUCCESS
         if i == 9:
@@ -483,24 +493,26 @@ def test_stream_runs_tasks_in_order_on_its_own_thread(acl):
     status = ctypes.c_int(-1)
     assert acl.aclrtStreamQuery(stream, ctypes.byref(status)) == ACL_SUCCESS
     assert status.value == 1  # ACL_STREAM_STATUS_NOT_READY
-    assert order == [] and result[0] == 0
+    assert order == [] and ctypes.c_uint32.from_address(result).value == 0
     gate.opened.set()
     assert acl.aclrtSynchronizeStream(stream) == ACL_SUCCESS
     assert acl.aclrtStreamQuery(stream, ctypes.byref(status)) == ACL_SUCCESS
     assert status.value == 0  # ACL_STREAM_STATUS_COMPLETE
     assert order == list(range(20))
-    assert result[0] == 0xA1B2C3D4
+    assert ctypes.c_uint32.from_address(result).value == 0xA1B2C3D4
     assert threads and threading.get_ident() not in threads and len(threads) == 1
     assert acl.aclrtDestroyStream(stream) == ACL_SUCCESS
     assert acl.aclrtSynchronizeStream(stream) == ACL_ERROR_INVALID_PARAM
     acl.aclrtFree(device)
+    for ptr in (host, result):
+        acl.aclrtFreeHost(ptr)
 
 
 def test_an_async_failure_is_sticky_until_synchronize_reports_it(acl):
     stream = _stream(acl)
     ptr, target = _malloc(acl, 16), _malloc(acl, 16)
     acl.aclrtMemset(target, 16, 5, 16)
-    host = (ctypes.c_uint8 * 16)()
+    host = _pinned(acl, 16)
     gate = Gate()
     gate.launch(acl, stream)
     assert acl.aclrtMemcpyAsync(host, 16, ptr, 16, D2H, stream) == ACL_SUCCESS
@@ -523,6 +535,30 @@ def test_an_async_failure_is_sticky_until_synchronize_reports_it(acl):
     assert list(check) == [0] * 16
     acl.aclrtDestroyStream(stream)
     acl.aclrtFree(target)
+    acl.aclrtFreeHost(host)
+
+
+def test_async_copies_of_pageable_memory_return_once_done(acl):
+    stream, device = _stream(acl), _malloc(acl, 8)
+    pageable = (ctypes.c_uint8 * 8)(*range(8))
+    gate = Gate()
+    gate.launch(acl, stream)
+    opener = threading.Timer(0.2, gate.opened.set)
+    opener.start()
+    started = time.monotonic()
+    assert acl.aclrtMemcpyAsync(device, 8, pageable, 8, H2D, stream) == ACL_SUCCESS
+    assert time.monotonic() - started >= 0.15  # it waited for its turn on the stream (CANN's docs)
+    ctypes.memset(pageable, 0, 8)  # the caller may reuse the memory at once
+    assert acl.aclrtMemcpyAsync(pageable, 8, device, 8, D2H, stream) == ACL_SUCCESS
+    assert list(pageable) == list(range(8))  # done when the call returned, no synchronize needed
+    opener.join()
+    acl.aclrtFree(device)
+    assert acl.aclrtMemcpyAsync(pageable, 8, device, 8, D2H, stream) == ACL_ERROR_INVALID_PARAM
+    other = (ctypes.c_uint8 * 8)()
+    assert acl.aclrtMemcpyAsync(other, 8, pageable, 8, H2H, stream) == 207000  # ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert "host-to-host" in _message(acl)
+    assert acl.aclrtSynchronizeStream(stream) == ACL_SUCCESS
+    acl.aclrtDestroyStream(stream)
 
 
 def test_default_stream_is_null(acl):

@@ -3,9 +3,14 @@
 // counted against CHIPDOCK_NPU_SIM_MEMORY per device; pinned host memory;
 // synchronous and stream-ordered copies and memsets that check destMax, the
 // copy kind and that every device-side range lies in one live allocation.
+// An asynchronous copy is truly asynchronous only with pinned host memory
+// (or device to device); with pageable host memory it returns once done, as
+// CANN documents.
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "runtime_internal.h"
@@ -16,7 +21,20 @@ namespace {
 constexpr uintptr_t kDeviceTag = uintptr_t{1} << 56;
 // Fresh device memory reads as NaN (floats) or -1 (ints): CANN's aclrtMalloc
 // does not initialize it, and a kernel that reads before writing shows.
+// Large blocks are poisoned at both ends only, so that a big reservation
+// does not commit host memory it may never use.
 constexpr int kPoison = 0xff;
+constexpr size_t kPoisonAll = size_t{16} << 20;
+constexpr size_t kPoisonEnds = size_t{1} << 20;
+
+void poison(char* host, size_t size) {
+  if (size <= kPoisonAll) {
+    std::memset(host, kPoison, size);
+    return;
+  }
+  std::memset(host, kPoison, kPoisonEnds);
+  std::memset(host + size - kPoisonEnds, kPoison, kPoisonEnds);
+}
 
 struct Allocation {
   size_t size = 0;     // what was asked: the bounds every check uses
@@ -117,20 +135,62 @@ std::pair<char*, const char*> resolve_copy(void* dst, size_t destMax, const void
   return {to, from};
 }
 
+// True if [ptr, ptr + count) lies in one aclrtMallocHost block.
+bool pinned_range(const void* ptr, size_t count) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto it = m.pinned_host.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it == m.pinned_host.begin()) return false;
+  --it;
+  uintptr_t offset = reinterpret_cast<uintptr_t>(ptr) - it->first;
+  return offset <= it->second && count <= it->second - offset;
+}
+
 // aclrtMemset's target: device memory or an aclrtMallocHost block.
 char* resolve_memset(void* ptr, size_t maxCount, size_t count, const char* call) {
   if (count > maxCount) raise(ACL_ERROR_INVALID_PARAM, "%s: count %zu exceeds maxCount %zu", call, count, maxCount);
   if (tagged(ptr) || !ptr) return host_pointer(ptr, count, call);
-  Memory& m = memory();
-  std::lock_guard<std::mutex> lock(m.mutex);
-  auto it = m.pinned_host.upper_bound(reinterpret_cast<uintptr_t>(ptr));
-  if (it != m.pinned_host.begin()) {
-    --it;
-    uintptr_t offset = reinterpret_cast<uintptr_t>(ptr) - it->first;
-    if (offset <= it->second && count <= it->second - offset) return static_cast<char*>(ptr);
-  }
+  if (pinned_range(ptr, count)) return static_cast<char*>(ptr);
   raise(ACL_ERROR_INVALID_PARAM, "%s: %p is neither device memory nor an aclrtMallocHost block of %zu bytes", call, ptr,
         count);
+}
+
+// An aclrtMemcpyAsync from or to pageable host memory: CANN's docs say the
+// call returns once the copy is done, so the caller may reuse the memory at
+// once. Enqueued in stream order, then waited for; its own failure (or the
+// stream's earlier one) is this call's.
+void copy_in_order_and_wait(aclrtStream stream, void* dst, size_t destMax, const void* src, size_t count,
+                            aclrtMemcpyKind kind) {
+  if (on_stream_thread(stream))
+    raise(ACL_ERROR_INVALID_PARAM,
+          "aclrtMemcpyAsync: a pageable-memory copy waits for its stream; called from that stream's callback");
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable done_changed;
+    bool done = false;
+    SimError error{0, ""};
+  };
+  auto outcome = std::make_shared<Outcome>();
+  enqueue_control(stream, [=](int32_t earlier, const std::string& why) {
+    SimError error(0, "");
+    if (earlier) {
+      error = SimError(earlier, "aclrtMemcpyAsync: not done, the stream failed before it: " + why);
+    } else {
+      try {
+        auto ends = resolve_copy(dst, destMax, src, count, kind, "aclrtMemcpyAsync (on the stream)");
+        std::memmove(ends.first, ends.second, count);
+      } catch (const SimError& e) {
+        error = e;
+      }
+    }
+    std::lock_guard<std::mutex> lock(outcome->mutex);
+    outcome->error = error;
+    outcome->done = true;
+    outcome->done_changed.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(outcome->mutex);
+  outcome->done_changed.wait(lock, [&] { return outcome->done; });
+  if (outcome->error.code) throw outcome->error;
 }
 
 }  // namespace
@@ -205,7 +265,7 @@ aclError aclrtMalloc(void** devPtr, size_t size, aclrtMemMallocPolicy policy) {
       m.used[device] -= charged;
       raise(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: the host could not back %zu bytes of device %d", size, device);
     }
-    std::memset(host, cdsim::kPoison, size);
+    cdsim::poison(host, size);
     uintptr_t address = reinterpret_cast<uintptr_t>(host) | cdsim::kDeviceTag;
     std::lock_guard<std::mutex> lock(m.mutex);
     m.device[address] = cdsim::Allocation{size, charged, device, host};
@@ -296,7 +356,16 @@ aclError aclrtMemcpyAsync(void* dst, size_t destMax, const void* src, size_t cou
   return guarded([&] {
     cdsim::resolve_copy(dst, destMax, src, count, kind, "aclrtMemcpyAsync");
     aclrtStream target = cdsim::resolve_stream(stream, "aclrtMemcpyAsync");
+    cdsim::Sides sides = cdsim::sides_of(kind, dst, src, "aclrtMemcpyAsync");
+    // CANN's docs: an Atlas server (EP) has no asynchronous host-to-host copy.
+    if (!sides.dst_device && !sides.src_device)
+      raise(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtMemcpyAsync: no asynchronous host-to-host copy (use aclrtMemcpy)");
     if (count == 0) return;
+    const void* host_side = !sides.dst_device ? dst : !sides.src_device ? src : nullptr;
+    if (host_side && !cdsim::pinned_range(host_side, count)) {
+      cdsim::copy_in_order_and_wait(target, dst, destMax, src, count, kind);
+      return;
+    }
     // Resolved again when the stream gets there: the memory may have been freed meanwhile.
     cdsim::enqueue(target, [=] {
       auto ends = cdsim::resolve_copy(dst, destMax, src, count, kind, "aclrtMemcpyAsync (on the stream)");
