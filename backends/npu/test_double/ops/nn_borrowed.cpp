@@ -47,7 +47,20 @@ aclnnStatus plan_map(const char* op, const aclTensor* self, const aclTensor* out
 extern "C" CDSIM_NN_WEAK aclnnStatus aclnnReluGetWorkspaceSize(const aclTensor* self, aclTensor* out,
                                                                uint64_t* workspaceSize, aclOpExecutor** executor) {
   return cdsim::guarded_op([&] {
-    return cdsim::plan_map("aclnnRelu", self, out, [](double x) { return std::isnan(x) ? x : x > 0 ? x : 0.0; },
+    const cdsim::TensorInfo x = cdsim::info(self, "self"), o = cdsim::info(out, "out");
+    if (!cdsim::is_floating(x.dtype)) {
+      // Integers stay exact (int64 does not fit a double): max(x, 0) on the integer path.
+      cdsim::require_numeric("aclnnRelu", x, "self");
+      cdsim::nn::require_shape("aclnnRelu", o, x.shape, "out");
+      cdsim::Plan p{"aclnnRelu", 0, [x, o](char*) {
+                      const cdsim::HostTensor in(x), res(o);
+                      std::vector<int64_t> v(static_cast<size_t>(in.numel()));
+                      for (int64_t i = 0; i < in.numel(); ++i) v[static_cast<size_t>(i)] = in.get_int(i);
+                      for (int64_t i = 0; i < in.numel(); ++i) res.set_int(i, v[static_cast<size_t>(i)] > 0 ? v[static_cast<size_t>(i)] : 0);
+                    }};
+      return cdsim::plan(std::move(p), workspaceSize, executor);
+    }
+    return cdsim::plan_map("aclnnRelu", self, out, [](double v) { return std::isnan(v) ? v : v > 0 ? v : 0.0; },
                            workspaceSize, executor);
   });
 }
@@ -68,12 +81,34 @@ extern "C" CDSIM_NN_WEAK aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor* 
                                                                aclTensor* out, uint64_t* workspaceSize,
                                                                aclOpExecutor** executor) {
   return cdsim::guarded_op([&] {
-    const cdsim::TensorInfo o = cdsim::info(out, "out");
+    const cdsim::TensorInfo x = cdsim::info(self, "self"), o = cdsim::info(out, "out");
     if (o.dtype != dtype) {
       cdsim::nn::invalid("aclnnCast", "out has dtype %s, the cast asks for %s", cdsim::dtype_name(o.dtype),
                          cdsim::dtype_name(dtype));
     }
-    return cdsim::plan_map("aclnnCast", self, out, [](double x) { return x; }, workspaceSize, executor);
+    if (cdsim::dtype_bytes(x.dtype) == 0 || cdsim::dtype_bytes(o.dtype) == 0) {
+      cdsim::nn::invalid("aclnnCast", "unsupported dtype %s -> %s", cdsim::dtype_name(x.dtype),
+                         cdsim::dtype_name(o.dtype));
+    }
+    cdsim::nn::require_shape("aclnnCast", o, x.shape, "out");
+    // Per element: to bool is "non-zero" (NaN included); integer to integer stays exact; the rest goes
+    // through double (exact for every float source) and is rounded once by HostTensor::set.
+    cdsim::Plan p{"aclnnCast", 0, [x, o](char*) {
+                    const cdsim::HostTensor in(x), res(o);
+                    const bool int_to_int = !cdsim::is_floating(x.dtype) && !cdsim::is_floating(o.dtype);
+                    for (int64_t i = 0; i < in.numel(); ++i) {
+                      if (o.dtype == ACL_BOOL) {
+                        res.set_int(i, in.get(i) != 0.0 || std::isnan(in.get(i)) ? 1 : 0);
+                      } else if (int_to_int) {
+                        res.set_int(i, in.get_int(i));
+                      } else if (cdsim::is_floating(o.dtype)) {
+                        res.set(i, in.get(i));
+                      } else {
+                        res.set_int(i, static_cast<int64_t>(std::trunc(in.get(i))));
+                      }
+                    }
+                  }};
+    return cdsim::plan(std::move(p), workspaceSize, executor);
   });
 }
 CDSIM_NN_WEAK_RUN(Cast)
