@@ -11,6 +11,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "chipdock/support/dtype_info.h"
 #include "cuda_check.h"
 #include "error.h"
 #include "nccl_api.h"
@@ -52,36 +53,12 @@ void nccl_check(ncclResult_t r, const char* what, ncclComm_t comm = nullptr) {
 
 // --- dtypes and ops -----------------------------------------------------------------
 
-const char* dtype_name(cd_dtype_t dtype) noexcept {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: return "float32";
-    case CD_DTYPE_FLOAT16: return "float16";
-    case CD_DTYPE_BFLOAT16: return "bfloat16";
-    case CD_DTYPE_FLOAT64: return "float64";
-    case CD_DTYPE_INT8: return "int8";
-    case CD_DTYPE_INT16: return "int16";
-    case CD_DTYPE_INT32: return "int32";
-    case CD_DTYPE_INT64: return "int64";
-    case CD_DTYPE_UINT8: return "uint8";
-    case CD_DTYPE_BOOL: return "bool";
-    default: return nullptr;
-  }
-}
+using chipdock::support::dtype_name;
 
 size_t dtype_size(cd_dtype_t dtype) {
-  switch (dtype) {
-    case CD_DTYPE_INT8:
-    case CD_DTYPE_UINT8:
-    case CD_DTYPE_BOOL: return 1;
-    case CD_DTYPE_FLOAT16:
-    case CD_DTYPE_BFLOAT16:
-    case CD_DTYPE_INT16: return 2;
-    case CD_DTYPE_FLOAT32:
-    case CD_DTYPE_INT32: return 4;
-    case CD_DTYPE_FLOAT64:
-    case CD_DTYPE_INT64: return 8;
-    default: fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", static_cast<int>(dtype));
-  }
+  const size_t bytes = chipdock::support::dtype_size(dtype);
+  if (bytes == 0) fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", static_cast<int>(dtype));
+  return bytes;
 }
 
 // NCCL's type for `dtype`; false where NCCL has none (int16, bool).

@@ -58,6 +58,7 @@
 
 #include "acl_api.h"
 #include "acl_error.h"
+#include "chipdock/support/dtype_info.h"
 #include "chipdock/support/error.h"
 #include "runtime.h"
 
@@ -247,21 +248,7 @@ void random_key(unsigned char* key) {
 
 // ---- dtypes and ops -------------------------------------------------------------
 
-const char* dtype_name(cd_dtype_t dtype) noexcept {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: return "float32";
-    case CD_DTYPE_FLOAT16: return "float16";
-    case CD_DTYPE_BFLOAT16: return "bfloat16";
-    case CD_DTYPE_FLOAT64: return "float64";
-    case CD_DTYPE_INT8: return "int8";
-    case CD_DTYPE_INT16: return "int16";
-    case CD_DTYPE_INT32: return "int32";
-    case CD_DTYPE_INT64: return "int64";
-    case CD_DTYPE_UINT8: return "uint8";
-    case CD_DTYPE_BOOL: return "bool";
-    default: return nullptr;
-  }
-}
+using chipdock::support::dtype_name;
 
 // HCCL's type for the bytes of `dtype`; bool (no HCCL type) moves as uint8.
 HcclDataType wire_type(cd_dtype_t dtype) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "chipdock/support/core_link.h"
+#include "chipdock/support/dtype_info.h"
 #include "chipdock/support/error.h"
 
 namespace chipdock_npu {
@@ -27,13 +28,9 @@ aclDataType acl_dtype(cd_dtype_t dtype) {
 }
 
 size_t dtype_size(cd_dtype_t dtype) {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT64: case CD_DTYPE_INT64: return 8;
-    case CD_DTYPE_FLOAT32: case CD_DTYPE_INT32: return 4;
-    case CD_DTYPE_FLOAT16: case CD_DTYPE_BFLOAT16: case CD_DTYPE_INT16: return 2;
-    case CD_DTYPE_INT8: case CD_DTYPE_UINT8: case CD_DTYPE_BOOL: return 1;
-    default: fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", dtype);
-  }
+  const size_t bytes = chipdock::support::dtype_size(dtype);
+  if (bytes == 0) fail(CD_STATUS_INVALID_ARGUMENT, "unknown dtype %d", dtype);
+  return bytes;
 }
 
 namespace {

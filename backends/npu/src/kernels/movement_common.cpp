@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "chipdock/support/attributes.h"
+#include "chipdock/support/dtype_info.h"
 #include "chipdock/support/dtype_range.h"
 #include "chipdock/support/error.h"
 
@@ -35,19 +36,8 @@ const std::vector<cd_dtype_t> kFloatDtypes = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16
 const std::vector<cd_dtype_t> kIndexDtypes = {CD_DTYPE_INT32, CD_DTYPE_INT64};
 
 const char* dtype_name(cd_dtype_t dtype) noexcept {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: return "float32";
-    case CD_DTYPE_FLOAT16: return "float16";
-    case CD_DTYPE_BFLOAT16: return "bfloat16";
-    case CD_DTYPE_FLOAT64: return "float64";
-    case CD_DTYPE_INT8: return "int8";
-    case CD_DTYPE_INT16: return "int16";
-    case CD_DTYPE_INT32: return "int32";
-    case CD_DTYPE_INT64: return "int64";
-    case CD_DTYPE_UINT8: return "uint8";
-    case CD_DTYPE_BOOL: return "bool";
-    default: return "unknown dtype";
-  }
+  const char* name = chipdock::support::dtype_name(dtype);
+  return name != nullptr ? name : "unknown dtype";
 }
 
 std::string shape_string(const std::vector<int64_t>& shape) {
