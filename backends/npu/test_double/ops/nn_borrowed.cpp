@@ -1,9 +1,10 @@
-// Other families' ops that the nn kernels compose with (aclnnRelu, aclnnMuls,
-// aclnnCast: elementwise; aclnnSoftmax: reduce; aclnnConstantPadNd:
-// movement), defined WEAK here so that the nn ops run before those
-// families' own definitions exist, and step aside (the linker takes the
-// strong definition) once they do. Semantics as CANN documents them,
+// Other families' ops that the nn kernels compose with (aclnnMuls:
+// elementwise; aclnnSoftmax: reduce; aclnnConstantPadNd: movement), defined
+// WEAK here so that the nn ops run before those families' own definitions
+// exist, and step aside (the linker takes the strong definition) once they
+// do. (aclnnRelu and aclnnCast are elementwise_unary.cpp's.) Semantics as CANN documents them,
 // without their full dtype tables: what the nn kernels pass.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,28 +45,6 @@ aclnnStatus plan_map(const char* op, const aclTensor* self, const aclTensor* out
 }  // namespace
 }  // namespace cdsim
 
-extern "C" CDSIM_NN_WEAK aclnnStatus aclnnReluGetWorkspaceSize(const aclTensor* self, aclTensor* out,
-                                                               uint64_t* workspaceSize, aclOpExecutor** executor) {
-  return cdsim::guarded_op([&] {
-    const cdsim::TensorInfo x = cdsim::info(self, "self"), o = cdsim::info(out, "out");
-    if (!cdsim::is_floating(x.dtype)) {
-      // Integers stay exact (int64 does not fit a double): max(x, 0) on the integer path.
-      cdsim::require_numeric("aclnnRelu", x, "self");
-      cdsim::nn::require_shape("aclnnRelu", o, x.shape, "out");
-      cdsim::Plan p{"aclnnRelu", 0, [x, o](char*) {
-                      const cdsim::HostTensor in(x), res(o);
-                      std::vector<int64_t> v(static_cast<size_t>(in.numel()));
-                      for (int64_t i = 0; i < in.numel(); ++i) v[static_cast<size_t>(i)] = in.get_int(i);
-                      for (int64_t i = 0; i < in.numel(); ++i) res.set_int(i, v[static_cast<size_t>(i)] > 0 ? v[static_cast<size_t>(i)] : 0);
-                    }};
-      return cdsim::plan(std::move(p), workspaceSize, executor);
-    }
-    return cdsim::plan_map("aclnnRelu", self, out, [](double v) { return std::isnan(v) ? v : v > 0 ? v : 0.0; },
-                           workspaceSize, executor);
-  });
-}
-CDSIM_NN_WEAK_RUN(Relu)
-
 extern "C" CDSIM_NN_WEAK aclnnStatus aclnnMulsGetWorkspaceSize(const aclTensor* self, const aclScalar* other,
                                                                aclTensor* out, uint64_t* workspaceSize,
                                                                aclOpExecutor** executor) {
@@ -76,42 +55,6 @@ extern "C" CDSIM_NN_WEAK aclnnStatus aclnnMulsGetWorkspaceSize(const aclTensor* 
   });
 }
 CDSIM_NN_WEAK_RUN(Muls)
-
-extern "C" CDSIM_NN_WEAK aclnnStatus aclnnCastGetWorkspaceSize(const aclTensor* self, aclDataType dtype,
-                                                               aclTensor* out, uint64_t* workspaceSize,
-                                                               aclOpExecutor** executor) {
-  return cdsim::guarded_op([&] {
-    const cdsim::TensorInfo x = cdsim::info(self, "self"), o = cdsim::info(out, "out");
-    if (o.dtype != dtype) {
-      cdsim::nn::invalid("aclnnCast", "out has dtype %s, the cast asks for %s", cdsim::dtype_name(o.dtype),
-                         cdsim::dtype_name(dtype));
-    }
-    if (cdsim::dtype_bytes(x.dtype) == 0 || cdsim::dtype_bytes(o.dtype) == 0) {
-      cdsim::nn::invalid("aclnnCast", "unsupported dtype %s -> %s", cdsim::dtype_name(x.dtype),
-                         cdsim::dtype_name(o.dtype));
-    }
-    cdsim::nn::require_shape("aclnnCast", o, x.shape, "out");
-    // Per element: to bool is "non-zero" (NaN included); integer to integer stays exact; the rest goes
-    // through double (exact for every float source) and is rounded once by HostTensor::set.
-    cdsim::Plan p{"aclnnCast", 0, [x, o](char*) {
-                    const cdsim::HostTensor in(x), res(o);
-                    const bool int_to_int = !cdsim::is_floating(x.dtype) && !cdsim::is_floating(o.dtype);
-                    for (int64_t i = 0; i < in.numel(); ++i) {
-                      if (o.dtype == ACL_BOOL) {
-                        res.set_int(i, in.get(i) != 0.0 || std::isnan(in.get(i)) ? 1 : 0);
-                      } else if (int_to_int) {
-                        res.set_int(i, in.get_int(i));
-                      } else if (cdsim::is_floating(o.dtype)) {
-                        res.set(i, in.get(i));
-                      } else {
-                        res.set_int(i, static_cast<int64_t>(std::trunc(in.get(i))));
-                      }
-                    }
-                  }};
-    return cdsim::plan(std::move(p), workspaceSize, executor);
-  });
-}
-CDSIM_NN_WEAK_RUN(Cast)
 
 extern "C" CDSIM_NN_WEAK aclnnStatus aclnnSoftmaxGetWorkspaceSize(const aclTensor* self, int64_t dim, aclTensor* out,
                                                                   uint64_t* workspaceSize, aclOpExecutor** executor) {
