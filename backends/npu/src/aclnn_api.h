@@ -150,10 +150,9 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
  * columns) or, for a non-transposed conv2d, 4 (top, bottom, left, right).
  * The pools' paddings are symmetric (2 values). BatchNorm with
  * training=false reads runningMean/runningVar and leaves them unchanged.
- * The last block is ops of other families' (elementwise: Relu, Muls, Cast;
- * reduce: Softmax; movement: ConstantPadNd) that the nn compositions call,
- * declared here until their owners' blocks declare them (an identical
- * second declaration is harmless; drop these then). */
+ * The nn compositions also call ops that the other families' blocks declare
+ * (Add, Relu, Cast, Div; Softmax; ConstantPadNd, InplaceCopy,
+ * InplaceFillScalar) and Muls, which only nn uses, declared last. */
 #define CD_ACLNN_NN_OPS(X) \
   X(Matmul, const aclTensor* self, const aclTensor* mat2, aclTensor* out, int8_t cubeMathType) \
   X(Addmm, const aclTensor* self, const aclTensor* mat1, const aclTensor* mat2, const aclScalar* beta, \
@@ -177,12 +176,7 @@ aclnnStatus aclDestroyTensorList(const aclTensorList* array);
     const aclTensor* rstdOut) \
   X(GroupNorm, const aclTensor* self, const aclTensor* gamma, const aclTensor* beta, int64_t N, int64_t C, \
     int64_t HxW, int64_t group, double eps, aclTensor* out, aclTensor* meanOut, aclTensor* rstdOut) \
-  /* other families' ops the compositions use (see above) */ \
-  X(Relu, const aclTensor* self, aclTensor* out) \
-  X(Muls, const aclTensor* self, const aclScalar* other, aclTensor* out) \
-  X(Cast, const aclTensor* self, aclDataType dtype, aclTensor* out) \
-  X(Softmax, const aclTensor* self, int64_t dim, aclTensor* out) \
-  X(ConstantPadNd, const aclTensor* self, const aclIntArray* pad, const aclScalar* value, aclTensor* out)
+  X(Muls, const aclTensor* self, const aclScalar* other, aclTensor* out)
 
 /* end of nn ops */
 

@@ -885,10 +885,16 @@ def _nn(op_name: str, op: dict[str, Any], sig: Signature) -> list[Variant]:
             return [Variant("stride_pad", pool((2, 3, 9, 9), base), quick=True),
                     Variant("ceil_dilation", pool((1, 2, 8, 7), {**base, "ceil_mode": True, "dilation": [2, 1]}),
                             quick=True),
+                    # ONNX's SAME_UPPER on an even size: padding (top, left, bottom, right) only after.
+                    Variant("asymmetric_pad", pool((2, 3, 8, 6), {**base, "padding": [0, 0, 1, 1]})),
                     Variant("large", pool((4, 16, 64, 64), {"kernel": [2, 2]}))]
+        asymmetric = {**base, "padding": [0, 1, 1, 0]}
         return [Variant("stride_pad", f([(2, 3, 9, 9)], base), quick=True),
                 Variant("include_pad_ceil", f([(1, 2, 8, 7)], {**base, "count_include_pad": True,
                                                                "ceil_mode": True})),
+                Variant("asymmetric_pad", f([(2, 3, 8, 6)], asymmetric), quick=True),
+                Variant("asymmetric_include_pad_ceil", f([(1, 2, 7, 8)], {**asymmetric, "count_include_pad": True,
+                                                                          "ceil_mode": True})),
                 Variant("large", f([(4, 16, 64, 64)], {"kernel": [2, 2]}))]
     if op_name == "global_avg_pool":
         return [Variant("nchw", f([(2, 3, 5, 7)]), quick=True), Variant("long", f([(1, 2, 4099)]), quick=True),

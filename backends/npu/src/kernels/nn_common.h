@@ -22,7 +22,7 @@ namespace nn {
 #define CD_NPU_NN_ACLNN_OPS(X)                                                                 \
   X(Matmul) X(Addmm) X(Convolution) X(MaxPool2dWithIndices) X(AvgPool2d) X(AdaptiveAvgPool2d) \
   X(BatchNorm) X(LayerNorm) X(RmsNorm) X(GroupNorm) X(Add) X(Relu) X(Muls) X(Cast) X(Softmax)  \
-  X(ConstantPadNd) X(InplaceCopy)
+  X(ConstantPadNd) X(InplaceCopy) X(Div) X(InplaceFillScalar)
 
 #define CD_NPU_NN_DECLARE_OP_(Name) \
   extern ::chipdock_npu::AclnnOp<decltype(&::aclnn##Name##GetWorkspaceSize)> Name;
