@@ -10,6 +10,7 @@ cibuildwheel's test-command (pyproject.toml, [tool.cibuildwheel]). It fails, nam
 - each backend named (--backend, default: the backend of each device) is accepted and loaded from this environment's
   site-packages, not from a source tree or CHIPDOCK_PLUGIN_PATH;
 - add and matmul on each device give NumPy's result (matmul on cpu:0 runs on oneDNN);
+- a CUDA library is mapped only from this environment's NVIDIA wheels;
 - every library a backend wheel grafted (its `<package>.libs/` folder, auditwheel's) that the process has mapped is
   the wheel's own copy, not the build machine's.
 
@@ -120,6 +121,24 @@ def load_plugin(package: str) -> None:
     print(f"{package}: {library.name} loads and exports chipdock_plugin_entry")
 
 
+# Libraries that come from vendor wheels (chipdock-cuda requires NVIDIA's): mapped from this environment, else not at
+# all; never from a toolkit on the machine, which would mean the excluded soname resolved outside the wheels.
+VENDOR_WHEEL_LIBRARIES = ("libcudart.so*", "libcublas.so*", "libcublasLt.so*", "libnccl.so*")
+
+
+def check_vendor_wheel_libraries() -> None:
+    import fnmatch
+
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = Path(line.split()[-1]) if line.split() else Path()
+        if any(fnmatch.fnmatch(path.name, p) for p in VENDOR_WHEEL_LIBRARIES):
+            if site not in path.resolve().parents:
+                fail(f"{path} is mapped from outside this environment's vendor wheels ({site})")
+            print(f"vendor library from its wheel: {path.resolve().relative_to(site)}")
+            return
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("devices", nargs="*", metavar="DEVICE")
@@ -136,6 +155,7 @@ def main() -> None:
     for device in args.devices:
         run_ops(device)
     check_grafted_libraries()
+    check_vendor_wheel_libraries()
 
 
 if __name__ == "__main__":
