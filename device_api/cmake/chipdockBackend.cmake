@@ -24,6 +24,8 @@
 #   that only `chipdock_plugin_entry` is exported, and writes the manifest
 #   <name>.chipdock.json next to the built library (schema:
 #   device_api/docs/manifest.md). Options not given are written as null.
+#   The manifest also records the chipdock core version and the opset version
+#   this kit belongs to (`core_version`, `opset_version`; chipdockBuiltWith.cmake).
 #
 # chipdock_install_backend(<target> DESTINATION <dir> [COMPONENT <component>])
 #
@@ -128,6 +130,15 @@ function(chipdock_add_backend target)
     message(FATAL_ERROR "chipdock_add_backend(${target}): cannot read the ABI version from ${_chipdock_abi_header}")
   endif()
 
+  # The core and opset versions it is built against (chipdockBuiltWith.cmake): the manifest records them so
+  # that `chipdock doctor` can compare them with what is installed and the dispatcher never hands the backend
+  # an attribute newer than its opset.
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/chipdockBuiltWith.cmake")
+  _chipdock_json_value(_j_CORE_VERSION "${_chipdock_core_version}")
+  if(_chipdock_opset_version STREQUAL "")
+    set(_chipdock_opset_version "null")
+  endif()
+
   add_library(${target} MODULE ${arg_SOURCES})
   target_link_libraries(${target} PRIVATE chipdock::device_api)
   chipdock_sanitize(${target})
@@ -205,6 +216,8 @@ function(chipdock_add_backend target)
   \"version\": ${_j_VERSION},
   \"library\": \"$<TARGET_FILE_NAME:${target}>\",
   \"abi\": {\"major\": ${_chipdock_abi_major}, \"minor\": ${_chipdock_abi_minor}},
+  \"core_version\": ${_j_CORE_VERSION},
+  \"opset_version\": ${_chipdock_opset_version},
   \"vendor_runtime\": {\"name\": ${_j_VENDOR_RUNTIME}, \"version\": ${_j_RUNTIME_VERSION}},
   \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}${_environment}${_unsupported}
 }

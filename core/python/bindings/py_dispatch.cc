@@ -173,6 +173,7 @@ void register_op(const py::dict& d) {
     if (a.contains("finite")) spec.finite = a["finite"].cast<bool>();
     spec.length = a["length"].cast<int64_t>();
     spec.choices = a["choices"].cast<std::vector<std::string>>();
+    if (a.contains("since") && !a["since"].is_none()) spec.since = a["since"].cast<int32_t>();
     // Store the default in the kind the kernel will see.
     if (!spec.required) {
       Attribute& def = spec.default_value;
@@ -189,6 +190,7 @@ void register_op(const py::dict& d) {
   op.shape_rule = d["shape"].cast<std::string>();
   op.view = d["view"].cast<bool>();
   op.nonempty = d["nonempty"].cast<bool>();
+  if (d.contains("since") && !d["since"].is_none()) op.since = d["since"].cast<int32_t>();
   Opset::instance().add(std::move(op));
 }
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import re
 import sys
 from collections.abc import Callable
@@ -102,30 +100,28 @@ def check(as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def doctor(as_json: bool) -> None:
-    """Explain the installation: versions, plugins, why each was accepted or refused."""
-    import chipdock
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Seconds each plugin's probe (a child process loading just that plugin) may take before the "
+                   "plugin counts as hung and the probe is killed.")
+def doctor(as_json: bool, timeout: float) -> None:
+    """Explain the installation: versions, plugins, why each was accepted or refused.
 
-    from ._check import device_runtimes
+    Every plugin is first loaded alone in a child process, so one that crashes or hangs while loading is named
+    (and never loaded here) while the others are still reported.
+    """
+    from ._doctor import collect
 
-    devices = chipdock.devices()
-    runtimes = device_runtimes(devices)
-    info: dict[str, Any] = {
-        "core_version": chipdock.__version__,
-        "abi_version": "{}.{}".format(*chipdock.ABI_VERSION),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cmake_dir": chipdock.cmake_dir(),
-        "environment": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
-        "backends": [{**b.as_dict(), "runtime": runtimes.get(b.name, "")} for b in chipdock.backends()],
-        "devices": [{"device": str(d), **d.properties()} for d in devices],
-        "plugin_log": [{"level": lvl, "message": msg} for lvl, msg in chipdock._C.plugin_log()],
-    }
+    info = collect(timeout)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
     console = _console()
-    for key in ("core_version", "abi_version", "python", "platform", "cmake_dir"):
+    _print_doctor(info, console)
+
+
+def _print_doctor(info: dict[str, Any], console: Console) -> None:
+    """The text form of ``chipdock doctor``: installation, backends, device types, devices, log, problems."""
+    for key in ("core_version", "abi_version", "opset_version", "python", "platform", "cmake_dir"):
         console.print(f"[bold]{key}[/]: {_plain(info[key])}")
     environment = _plain(info["environment"]) if info["environment"] else "(none of " + ", ".join(ENV_VARS) + ")"
     console.print(f"[bold]environment[/]: {environment}")
@@ -136,10 +132,33 @@ def doctor(as_json: bool) -> None:
             verdict += f" on {p['runtime']}"
         console.print(f"\n[bold]{p['name']}[/] {p['version']} (ABI {p['abi_version'] or '?'}) {verdict}")
         console.print(f"  source: {p['source']}\n  manifest: {p['manifest_path']}\n  library: {p['library_path']}")
+        probe = b["probe"]
+        mark = "[red]" + probe["outcome"] + "[/]" if probe["outcome"] in ("crashed", "hung", "failed") \
+            else probe["outcome"]
+        console.print(f"  probe (child process): {mark}" + (f" in {probe['seconds']:.2f} s" if "seconds" in probe
+                                                             else "") + (f": {_plain(probe['detail'])}"
+                                                                         if probe.get("detail") else ""))
+        if probe.get("stderr_tail") and probe["outcome"] != "loaded":
+            console.print("  probe stderr: " + _plain(probe["stderr_tail"].splitlines()[-1]))
+        if b.get("device_type"):
+            built = {k: _plain(v) for k, v in b["built_against"].items()}
+            console.print(f"  built against: core {built['core']}, ABI {built['abi']}, opset {built['opset']} "
+                          f"(installed: {built['installed']})")
+            for what, check in b["runtime_check"].items():
+                if check["verdict"] == "nothing declared":
+                    console.print(f"  {what}: none declared; machine: {_plain(check['found'] or '-')}")
+                    continue
+                verdict = "no devices" if check["verdict"].startswith("no devices") else check["verdict"]
+                console.print(f"  {what}: declares {_plain(check['declared'])}; machine: "
+                              f"{_plain(check['found'] or '-')} ({_plain(verdict)})")
         for name, what in b.get("environment", {}).items():
             console.print(f"  environment default (manifest): {_plain(name)} {_plain(what)}")
         if b["status"] == "accepted":
             console.print(f"  devices: {b['device_count']} {p['device_error']}  kernels: {b['kernel_count']}")
+        for warning in b.get("warnings", []):
+            console.print(f"  [yellow]warning[/]: {_plain(warning)}")
+    for claim in info["device_type_claims"]:
+        console.print(f"\n[bold]device type {_plain(claim['device_type'])}[/]: {_plain(claim['explanation'])}")
     for d in info["devices"]:
         p = {k: _plain(v) for k, v in d.items() if isinstance(v, str)}
         console.print(f"\n[bold]{p['device']}[/]: {p['name']} ({p['vendor']}, {p['architecture']}), "
@@ -147,6 +166,13 @@ def doctor(as_json: bool) -> None:
                       f"runtime {p['runtime_version'] or '-'}, driver {p['driver_version'] or '-'}")
     for entry in info["plugin_log"]:
         console.print(f"log[{entry['level']}]: {_plain(entry['message'])}")
+    console.print("")
+    if info["problems"]:
+        console.print(f"[bold]problems[/] ({len(info['problems'])}):")
+        for problem in info["problems"]:
+            console.print(f"  - {_plain(problem)}")
+    else:
+        console.print("[bold]problems[/]: none")
 
 
 @main.group()

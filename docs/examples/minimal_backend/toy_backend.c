@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, posix_memalign */
 
 #include <pthread.h>
+#include <signal.h> /* raise: only the TOY_CRASH_IN_ENTRY test hook */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +458,44 @@ static cd_error* toy_plugin_shutdown(void) {
   return NULL;
 }
 
+#ifdef TOY_SCALE_KERNEL /* test hook (core/tests/test_opset_versions.py): a kernel of the test op toy_scale */
+static const cd_core_api* toy_core = NULL;
+/* out = x * factor for a contiguous float32 x (the test passes no other); any
+ * other attribute is refused, so a test sees every attribute the core hands
+ * it. The toy runs synchronously, so the kernel computes at once. */
+static cd_error* toy_scale_kernel(const cd_kernel_context* ctx) {
+  double factor = 1.0;
+  int64_t n = 1, k;
+  int32_t i;
+  const cd_tensor_view* x = ctx->inputs[0];
+  const cd_tensor_view* out = ctx->outputs[0];
+  for (i = 0; i < ctx->num_attributes; ++i) {
+    const cd_attribute* a = ctx->attributes[i];
+    TOY_CHECK(strcmp(a->name, "factor") == 0 && a->type == CD_ATTR_FLOAT, TOY_BAD,
+              "toy_scale: handed attribute '%s', which this backend does not know", a->name);
+    factor = a->value.f;
+  }
+  for (i = 0; i < x->ndim; ++i) n *= x->shape[i];
+  for (k = 0; k < n; ++k) {
+    const float* in = (const float*)((const char*)x->data + x->byte_offset);
+    ((float*)((char*)out->data + out->byte_offset))[k] = (float)(in[k] * factor);
+  }
+  return NULL;
+}
+static cd_error* toy_kernels_register(cd_kernel_registry* registry) {
+  static const cd_dtype_t dtypes[2] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT32};
+  cd_kernel_def def;
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  def.op = "toy_scale";
+  def.dtypes = dtypes;
+  def.fn = toy_scale_kernel;
+  def.num_dtypes = 2;
+  TOY_CHECK(toy_core->kernel_register(registry, &def) == CD_STATUS_OK, TOY_BAD, "kernel_register failed");
+  return NULL;
+}
+#endif
+
 #ifdef TOY_NO_ENTRY /* test hook: the entry symbol is missing */
 #define TOY_ENTRY toy_entry_under_another_name
 #else
@@ -524,6 +563,22 @@ CD_EXTERN_C CD_EXPORT const cd_plugin_api* TOY_ENTRY(const cd_core_api* core) {
 #endif
 #ifdef TOY_NAME_OVERRIDE
   toy_api.name = TOY_NAME_OVERRIDE; /* disagrees with the manifest */
+#endif
+#ifdef TOY_DEVICE_TYPE_OVERRIDE
+  toy_api.device_type = TOY_DEVICE_TYPE_OVERRIDE; /* claims another device type (e.g. "cpu") */
+#endif
+#ifdef TOY_SCALE_KERNEL
+  toy_core = core;
+  toy_api.kernels_register = toy_kernels_register;
+#endif
+#ifdef TOY_CRASH_IN_ENTRY
+  raise(SIGSEGV); /* a segfault in the entry */
+#endif
+#ifdef TOY_HANG_IN_ENTRY
+  for (;;) { /* never returns from the entry */
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+  }
 #endif
 #ifdef TOY_REFUSE_CORE
   return NULL; /* refuses every core */
