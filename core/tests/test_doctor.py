@@ -18,13 +18,15 @@ from plugins import build_toy_plugin
 DOCTOR = "from chipdock.cli import main; main({args!r})"
 
 
-def toy(out: Path, variant: str, name: str, device_type: str | None = None, **manifest: object) -> Path:
+def toy(out: Path, variant: str, name: str, device_type: str | None = None, extra: list[str] | None = None,
+        **manifest: object) -> Path:
     """A toy variant calling itself `name` (table and manifest alike), for device type `device_type` (default:
-    `name`), so that several variants load side by side."""
+    `name`), so that several variants load side by side; `extra`: more -D definitions."""
     device_type = device_type or name
     return build_toy_plugin(out / name, variant,
                             manifest_overrides={"name": name, "device_type": device_type, **manifest},
-                            extra_defines=[f'TOY_NAME_OVERRIDE="{name}"', f'TOY_DEVICE_TYPE_OVERRIDE="{device_type}"'])
+                            extra_defines=[f'TOY_NAME_OVERRIDE="{name}"', f'TOY_DEVICE_TYPE_OVERRIDE="{device_type}"',
+                                           *(extra or [])])
 
 
 def doctor(env: dict[str, str], *args: str, timeout: float = 120) -> tuple[int, str, str]:
@@ -39,6 +41,7 @@ def broken_install(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     out = tmp_path_factory.mktemp("doctor")
     manifests = [
         toy(out, "crash_in_entry", "toycrash"),
+        toy(out, "ok", "toyabort", extra=["TOY_CRASH_IN_ENTRY=SIGABRT"]),
         toy(out, "hang_in_entry", "toyhang"),
         toy(out, "ok", "toynewer", core_version="99.1.0", opset_version=chipdock._opset.opset_version() + 1),
         toy(out, "ok", "toygood"),
@@ -58,6 +61,10 @@ def test_doctor_json_names_the_crash_and_the_hang_and_still_reports_the_others(b
     crash, hang = backends["toycrash"], backends["toyhang"]
     assert crash["status"] == "refused" and crash["probe"]["outcome"] == "crashed", crash
     assert crash["probe"]["signal"] == "SIGSEGV" and "crashed with SIGSEGV (signal 11)" in crash["reason"]
+    assert crash["reason"].endswith("its last words on stderr: toy: crashing in the entry (planted by "
+                                    "TOY_CRASH_IN_ENTRY)"), crash["reason"]
+    aborted = backends["toyabort"]
+    assert aborted["probe"]["outcome"] == "crashed" and "crashed with SIGABRT (signal 6)" in aborted["reason"]
     assert hang["status"] == "refused" and hang["probe"]["outcome"] == "hung", hang
     assert "did not finish within 4 s" in hang["reason"] and 4 <= hang["probe"]["seconds"] < 60
     # The others: loaded in the probe and in the doctor's own process.
@@ -93,6 +100,7 @@ def test_doctor_text_names_each_broken_plugin_and_lists_the_good_ones(broken_ins
     lines = out.splitlines()
     text = " ".join(out.split())  # rich wraps long lines at spaces
     assert any(line.startswith("toycrash ") and "refused: crashed with SIGSEGV" in line for line in lines), out
+    assert any(line.startswith("toyabort ") and "refused: crashed with SIGABRT" in line for line in lines), out
     assert "toyhang" in text and "did not finish within 4 s in a child process" in text
     assert any(line.startswith("toygood ") and line.rstrip().endswith("accepted") for line in lines), out
     assert any(line.startswith("cpu ") and "accepted on" in line for line in lines), out
@@ -101,7 +109,8 @@ def test_doctor_text_names_each_broken_plugin_and_lists_the_good_ones(broken_ins
     assert "built against: core unknown (the manifest predates the field)" in text
     assert f"built against: core {chipdock.__version__}, ABI" in text
     assert "runtime: declares host; machine:" in text
-    assert lines[-1].startswith("  - ") and "problems (" in text
+    problems = text[text.index("problems ("):]  # the last section
+    assert "- toycrash (" in problems and "- toyhang (" in problems and "- toynewer: built against" in problems
 
 
 def test_a_second_backend_for_device_type_cpu_is_explained(tmp_path):

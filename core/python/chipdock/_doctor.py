@@ -32,10 +32,10 @@ _MARK = "@@chipdock-doctor-probe@@ "
 _STDERR_TAIL = 600  # characters of a failed probe's stderr kept in the report
 
 # The child: loads the one plugin through the core (discovery's checks, the manifest's environment, the core's
-# loader), then prints what it learned on one marked line. faulthandler puts the Python stack of a crash on stderr.
+# loader), then prints what it learned on one marked line. What the plugin wrote to stderr before it died (an
+# assertion's message before its abort) is the last stderr line the report quotes.
 PROBE_CODE = f"""
-import faulthandler, json, os, sys
-faulthandler.enable()
+import json, os, sys
 from pathlib import Path
 from chipdock import _C, _discovery, _runtime
 cand = _discovery.Candidate(sys.argv[2], Path(sys.argv[1]), label=sys.argv[3])
@@ -187,10 +187,10 @@ def runtime_check(backend: dict[str, Any], devices: list[dict[str, Any]]) -> dic
         found = _found_versions(devices, found_key)
         entry = {"declared": declared or "(not declared)", "found": "; ".join(found)}
         wanted = (backend.get(key) or {}).get(version_key) or ""
-        if backend.get("status") != "accepted":
-            entry["verdict"] = "not loaded"
-        elif not declared:
+        if not declared:
             entry["verdict"] = "nothing declared"
+        elif backend.get("status") != "accepted":
+            entry["verdict"] = "not loaded"
         elif not devices:
             entry["verdict"] = f"no devices: {no_devices}"
         elif not found:

@@ -46,7 +46,7 @@ VARIANT_DEFINES: dict[str, list[str]] = {
     "no_devices": [f'TOY_NO_DEVICES_REASON="{NO_DEVICES_REASON}"'],  # UNAVAILABLE + reason
     "frozen_v1_0": [],  # the ok backend, compiled against core/tests/abi_v1_0
     "not_a_library": [],  # a text file with a .so name: dlopen fails
-    "crash_in_entry": ["TOY_CRASH_IN_ENTRY"],  # raise(SIGSEGV) in chipdock_plugin_entry
+    "crash_in_entry": ["TOY_CRASH_IN_ENTRY=SIGSEGV"],  # raise(SIGSEGV) in chipdock_plugin_entry
     "hang_in_entry": ["TOY_HANG_IN_ENTRY"],  # chipdock_plugin_entry never returns
     "scale_kernel": ["TOY_SCALE_KERNEL"],  # registers a float32 kernel of the test op toy_scale
 }

@@ -571,8 +571,9 @@ CD_EXTERN_C CD_EXPORT const cd_plugin_api* TOY_ENTRY(const cd_core_api* core) {
   toy_core = core;
   toy_api.kernels_register = toy_kernels_register;
 #endif
-#ifdef TOY_CRASH_IN_ENTRY
-  raise(SIGSEGV); /* a segfault in the entry */
+#ifdef TOY_CRASH_IN_ENTRY /* a crash in the entry: the signal named (SIGSEGV, SIGABRT), after a last word */
+  fputs("toy: crashing in the entry (planted by TOY_CRASH_IN_ENTRY)\n", stderr);
+  raise(TOY_CRASH_IN_ENTRY);
 #endif
 #ifdef TOY_HANG_IN_ENTRY
   for (;;) { /* never returns from the entry */
