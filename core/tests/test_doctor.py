@@ -170,3 +170,18 @@ def test_skip_plugins_must_come_before_loading():
             print(e)
     """)
     assert "before the backends are loaded" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("built, opset, expected", [
+    ("0.1.0", 1, []),  # the same core and opset
+    ("0.0.9", 1, []),  # an older core: nothing to say
+    ("", None, []),  # unknown: doctor says so on the backend's own line, no warning
+    ("0.1.0.post1", 1, []),  # the same release
+    ("0.2.0rc1", 1, ["built against chipdock 0.2.0rc1, newer than this core 0.1.0"]),
+    ("0.1.0", 3, ["built against opset 3, newer than this core's opset 2"]),
+])
+def test_version_warnings(built, opset, expected):
+    from chipdock._discovery import version_warnings
+
+    warnings = version_warnings({"core_version": built, "opset_version": opset}, "0.1.0", 2 if opset == 3 else 1)
+    assert [w.split(":")[0] for w in warnings] == expected
