@@ -185,3 +185,14 @@ def test_version_warnings(built, opset, expected):
 
     warnings = version_warnings({"core_version": built, "opset_version": opset}, "0.1.0", 2 if opset == 3 else 1)
     assert [w.split(":")[0] for w in warnings] == expected
+
+
+def test_check_lists_the_newer_core_warning_too(tmp_path):
+    newer = toy(tmp_path, "ok", "toynewer", core_version="99.1.0")
+    proc = run_python("from chipdock.cli import main; main(['check', '--json'])", {"CHIPDOCK_PLUGIN_PATH": str(newer)})
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    warning = "toynewer: built against chipdock 99.1.0, newer than this core"
+    assert any(w.startswith(warning) for w in report["warnings"]), report["warnings"]
+    [backend] = [b for b in report["backends"] if b["name"] == "toynewer"]
+    assert backend["status"] == "accepted" and backend["core_version"] == "99.1.0" and len(backend["warnings"]) == 1
