@@ -60,12 +60,15 @@ def test_doctor_json_names_the_crash_and_the_hang_and_still_reports_the_others(b
     backends = by_name(report)
     crash, hang = backends["toycrash"], backends["toyhang"]
     assert crash["status"] == "refused" and crash["probe"]["outcome"] == "crashed", crash
-    assert crash["probe"]["signal"] == "SIGSEGV" and "crashed with SIGSEGV (signal 11)" in crash["reason"]
+    assert crash["probe"]["signal"] == "SIGSEGV" and crash["probe"]["stage"] == "entry"
+    assert crash["reason"].startswith("crashed with SIGSEGV (signal 11) in chipdock_plugin_entry or the calls the "
+                                      "core makes right after it"), crash["reason"]
     assert crash["reason"].endswith("its last words on stderr: toy: crashing in the entry (planted by "
                                     "TOY_CRASH_IN_ENTRY)"), crash["reason"]
     aborted = backends["toyabort"]
     assert aborted["probe"]["outcome"] == "crashed" and "crashed with SIGABRT (signal 6)" in aborted["reason"]
     assert hang["status"] == "refused" and hang["probe"]["outcome"] == "hung", hang
+    assert hang["reason"].startswith("hung in chipdock_plugin_entry or the calls the core makes right after it")
     assert "did not finish within 4 s" in hang["reason"] and 4 <= hang["probe"]["seconds"] < 60
     # The others: loaded in the probe and in the doctor's own process.
     for name in ("toygood", "toynewer", "cpu"):
@@ -156,7 +159,22 @@ def test_a_probe_that_exits_without_an_answer_is_named(tmp_path):
     assert code == 0, err
     toyexit = by_name(json.loads(out))["toyexit"]
     assert toyexit["probe"]["outcome"] == "failed" and toyexit["probe"]["exit_status"] == 7
-    assert "exited with status 7 without an answer" in toyexit["reason"]
+    assert toyexit["probe"]["stage"] == "dlopen"
+    assert "exited with status 7 without an answer in dlopen of its library (its constructors" in toyexit["reason"]
+
+
+def test_a_crash_in_a_library_constructor_is_told_from_one_in_the_entry(tmp_path):
+    plugin = toy(tmp_path, "ok", "toyctor")
+    source = tmp_path / "crashes.c"
+    source.write_text("#include <signal.h>\n__attribute__((constructor)) static void die(void) { raise(SIGSEGV); }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(plugin.parent / "libtoy_ok.so"), str(source)], check=True)
+    code, out, err = doctor({"CHIPDOCK_PLUGIN_PATH": str(plugin)}, "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    toyctor = by_name(report)["toyctor"]
+    assert toyctor["probe"]["stage"] == "dlopen" and toyctor["probe"]["signal"] == "SIGSEGV"
+    assert toyctor["reason"].startswith("crashed with SIGSEGV (signal 11) in dlopen of its library")
+    assert by_name(report)["cpu"]["status"] == "accepted"
 
 
 def test_skip_plugins_must_come_before_loading():

@@ -31,15 +31,39 @@ DEFAULT_PROBE_TIMEOUT = 30.0
 _MARK = "@@chipdock-doctor-probe@@ "
 _STDERR_TAIL = 600  # characters of a failed probe's stderr kept in the report
 
+_STAGE = "@@chipdock-doctor-stage@@ "
+
 # The child: loads the one plugin through the core (discovery's checks, the manifest's environment, the core's
-# loader), then prints what it learned on one marked line. What the plugin wrote to stderr before it died (an
-# assertion's message before its abort) is the last stderr line the report quotes.
+# loader), then prints what it learned on one marked line. Before each step it says which step it is in (flushed, so
+# the parent has it even after a crash): the library is opened first on its own (ctypes, with the core's flags, only
+# after discovery accepted its manifest), so that a crash in its constructors is told from one in its entry; the
+# core's own dlopen then gets the same handle. What the plugin wrote to stderr before it died (an assertion's message
+# before its abort) is the last stderr line the report quotes.
 PROBE_CODE = f"""
-import json, os, sys
+import ctypes, json, os, sys
 from pathlib import Path
+
+def stage(name):
+    sys.stdout.write("\\n{_STAGE}" + name + "\\n")
+    sys.stdout.flush()
+
+stage("import")
 from chipdock import _C, _discovery, _runtime
 cand = _discovery.Candidate(sys.argv[2], Path(sys.argv[1]), label=sys.argv[3])
+try:
+    manifest = _discovery.read_manifest(cand.manifest_path, _C.ABI_VERSION[0])
+except Exception:
+    manifest = None  # refused before any library is opened: _load_one says why
+if manifest is not None:
+    _runtime._apply_environment(manifest["environment"])
+    stage("dlopen")
+    try:
+        ctypes.CDLL(manifest["library_path"], mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    except OSError:
+        pass  # the core's dlopen fails the same way and says so
+stage("entry")
 info = _runtime._load_one_confined(cand)
+stage("report")
 devices = []
 for dev in _C.devices():
     try:
@@ -52,6 +76,15 @@ sys.stdout.flush()
 os._exit(0)  # the plugin is not shut down: the probe is about loading it
 """
 
+#: Where a probe was when it crashed or hung (the last stage it announced).
+STAGES = {
+    "import": "while the child imported chipdock (before the plugin was touched)",
+    "dlopen": "in dlopen of its library (its constructors or those of the libraries it links)",
+    "entry": "in chipdock_plugin_entry or the calls the core makes right after it (device_get_count, "
+             "device_get_properties, kernels_register)",
+    "report": "after it loaded, while its devices were described",
+}
+
 
 @dataclass
 class Probe:
@@ -63,6 +96,7 @@ class Probe:
     seconds: float = 0.0
     exit_status: int | None = None
     signal: str = ""
+    stage: str = ""  # the last step the child announced: import, dlopen, entry, report (STAGES)
     stderr_tail: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     devices: list[dict[str, Any]] = field(default_factory=list)
@@ -104,7 +138,11 @@ def probe(cand: _discovery.Candidate, timeout: float) -> Probe:
     text_err = err.decode("utf-8", "replace")
     result = Probe(path, "loaded", seconds=round(seconds, 3), exit_status=proc.returncode,
                    stderr_tail=text_err[-_STDERR_TAIL:].strip())
-    marked = [line for line in out.decode("utf-8", "replace").splitlines() if line.startswith(_MARK)]
+    lines = out.decode("utf-8", "replace").splitlines()
+    stages = [line[len(_STAGE):].strip() for line in lines if line.startswith(_STAGE)]
+    result.stage = stages[-1] if stages else ""
+    where = STAGES.get(result.stage, "before the child started")
+    marked = [line for line in lines if line.startswith(_MARK)]
     if marked:
         try:
             data = json.loads(marked[-1][len(_MARK):])
@@ -115,17 +153,16 @@ def probe(cand: _discovery.Candidate, timeout: float) -> Probe:
             pass
     if hung:
         result.outcome = "hung"
-        result.detail = (f"hung: loading it (dlopen, chipdock_plugin_entry, device_get_count, kernels_register) did "
-                         f"not finish within {timeout:g} s in a child process, which was killed "
-                         "(chipdock doctor --timeout SECONDS allows longer)")
+        result.detail = (f"hung {where}: loading it did not finish within {timeout:g} s in a child process, "
+                         "which was killed (chipdock doctor --timeout SECONDS allows longer)")
     elif proc.returncode is not None and proc.returncode < 0:
         result.outcome, result.signal = "crashed", _signal_name(-proc.returncode)
-        result.detail = (f"crashed with {result.signal} (signal {-proc.returncode}) while being loaded (dlopen, "
-                         "chipdock_plugin_entry, device_get_count, kernels_register) in a child process")
+        result.detail = (f"crashed with {result.signal} (signal {-proc.returncode}) {where}, in a child process "
+                         "loading it alone")
     else:
         result.outcome = "failed"
         result.detail = (f"the child process loading it exited with status {proc.returncode} without an answer "
-                         "(an exit() in the plugin, or a broken installation)")
+                         f"{where} (an exit() in the plugin, or a broken installation)")
     last = [line for line in result.stderr_tail.splitlines() if line.strip()][-1:]
     if last and result.outcome != "hung":
         result.detail += f"; its last words on stderr: {last[0].strip()}"
