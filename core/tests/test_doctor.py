@@ -214,3 +214,16 @@ def test_check_lists_the_newer_core_warning_too(tmp_path):
     assert any(w.startswith(warning) for w in report["warnings"]), report["warnings"]
     [backend] = [b for b in report["backends"] if b["name"] == "toynewer"]
     assert backend["status"] == "accepted" and backend["core_version"] == "99.1.0" and len(backend["warnings"]) == 1
+
+
+def test_doctor_from_a_session_that_loaded_the_backends_already():
+    """Nothing new can crash this process then: the probes run and are reported, the loaded set stays."""
+    proc = run_python("""
+        import json, chipdock
+        from chipdock._doctor import collect
+        chipdock.devices()
+        report = collect(timeout=60)
+        print(json.dumps({b["name"]: [b["status"], b["probe"]["outcome"]] for b in report["backends"]}))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["cpu"] == ["accepted", "loaded"]

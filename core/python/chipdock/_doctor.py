@@ -298,7 +298,8 @@ def collect(timeout: float = DEFAULT_PROBE_TIMEOUT) -> dict[str, Any]:
 
     cands = _discovery.candidates()
     probes = probe_all(cands, timeout)
-    _runtime.skip_plugins({path: p.detail for path, p in probes.items() if p.outcome != "loaded"})
+    if _runtime._backends is None:  # else this process loaded them already (doctor called from a session)
+        _runtime.skip_plugins({path: p.detail for path, p in probes.items() if p.outcome != "loaded"})
     infos = _runtime.backends()
     devices = _runtime.devices()
     runtimes = _check.device_runtimes(devices)
