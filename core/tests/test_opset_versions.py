@@ -9,6 +9,7 @@ so each test sees exactly what the core hands it.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from chipdock import _C, _opset
 
 from core_helpers import run_python
 from plugins import DELETE, build_toy_plugin
+
+REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, numpy as np, chipdock
@@ -113,3 +116,27 @@ def test_the_core_refuses_an_attribute_older_than_its_op():
                            "finite": False, "length": -1, "choices": [], "doc": "", "since": 1}]
     with pytest.raises(Exception, match="attribute 'a' says since 1, before the op existed"):
         _C.register_op(spec)
+
+
+def test_opset_yaml_agrees_with_the_version_history():
+    """device_api/opset/versions.txt lists what each opset version added: an op or attribute added to opset.yaml
+    without a bump and a `since` (so that it would default to its op's version, and old backends would be handed
+    it) fails here, and so does one removed, or a `since` changed."""
+    history: dict[str, int] = {}
+    for line in (REPO / "device_api" / "opset" / "versions.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            version, entry = line.split()
+            assert entry not in history, f"versions.txt lists {entry} twice"
+            history[entry] = int(version)
+    current: dict[str, int] = {}
+    for name, op in _opset.op_table().items():
+        current[name] = op["since"]
+        current.update({f"{name}.{a['name']}": a["since"] for a in op["attributes"]})
+    added = {e: v for e, v in current.items() if e not in history}
+    assert not added, (f"opset.yaml has {added} (entry: since) that device_api/opset/versions.txt lacks: bump "
+                       "`version`, give each new op or attribute `since: <the new version>` and add its line")
+    removed = sorted(set(history) - set(current))
+    assert not removed, f"{removed} left opset.yaml: nothing is ever removed (README.md, Versions)"
+    changed = {e: (history[e], v) for e, v in current.items() if history[e] != v}
+    assert not changed, f"a since changed (versions.txt, opset.yaml): {changed}"
+    assert max(history.values()) == _opset.opset_version(), "opset.yaml's version is not the newest in versions.txt"
