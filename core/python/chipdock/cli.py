@@ -149,6 +149,32 @@ def doctor(as_json: bool) -> None:
         console.print(f"log[{entry['level']}]: {_plain(entry['message'])}")
 
 
+@main.command("new-backend")
+@click.argument("name")
+@click.option("--device-type", metavar="TYPE",
+              help="The device type it provides (device strings TYPE:0); default NAME.")
+@click.option("--output", metavar="DIR", type=click.Path(),
+              help="The folder to write, new or empty (default ./NAME).")
+def new_backend(name: str, device_type: str | None, output: str | None) -> None:
+    """Write the scaffold of an out-of-tree backend NAME that builds and passes the runtime conformance groups.
+
+    A host-memory device with a worker thread per stream, events, callbacks, the copy kernel and a float32 add
+    over strided/broadcast operands, on the backend kit of this chipdock (CMake, support library, unsupported
+    list, pyproject with the entry point, README, test). NAME: an identifier such as mydev."""
+    from ._scaffold import new_backend as write
+    from .errors import InvalidArgumentError
+
+    try:
+        folder = write(name, device_type, output)
+    except InvalidArgumentError as exc:
+        _fail("new-backend", exc)
+    console = _console()
+    console.print(f"wrote the {_plain(name)} backend to {_plain(folder)}")
+    console.print(f"next: cd {_plain(folder)} && pip install . && "
+                  f"chipdock conformance --device {_plain(device_type or name)} --suite quick --only runtime "
+                  "(README.md has the build without a wheel)")
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks beside PyTorch and NumPy (ratios: higher is better)."""
