@@ -96,6 +96,13 @@ def test_a_bad_device_type_is_refused(tmp_path: Path, device_type: str):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("args", [["cpu"], ["mydev", "--device-type", "cuda"]])
+def test_the_device_type_of_a_chipdock_backend_is_refused(tmp_path: Path, args: list[str]):
+    result = CliRunner().invoke(main, ["new-backend", *args, "--output", str(tmp_path / "out")])
+    assert result.exit_code == 1 and "belongs to chipdock's own" in result.output
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_that_is_a_file_is_refused(tmp_path: Path):
     target = tmp_path / "taken"
     target.write_text("x")

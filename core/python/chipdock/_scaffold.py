@@ -49,11 +49,18 @@ def check_name(name: str) -> None:
                       f"starting with a letter, at most {MAX_BACKEND_NAME} characters (e.g. mydev)")
 
 
+#: The device types of chipdock's own backends: a second backend claiming one is refused when it loads.
+RESERVED_DEVICE_TYPES = ("cpu", "cuda", "npu", "xpu", "dcu")
+
+
 def check_device_type(device_type: str) -> None:
     if len(device_type) > MAX_NAME_LENGTH or not NAME_PATTERN.match(device_type):
         raise _refuse(f"--device-type {device_type!r} must match [A-Za-z0-9][A-Za-z0-9_.-]* with at most "
                       f"{MAX_NAME_LENGTH} characters (it is the prefix of device strings such as 'mydev:0', so "
                       "never a ':')")
+    if device_type in RESERVED_DEVICE_TYPES:
+        raise _refuse(f"the device type {device_type!r} belongs to chipdock's own {device_type} backend, and only "
+                      "one loaded backend may provide a device type; choose another NAME or --device-type")
 
 
 def placeholders(name: str, device_type: str) -> dict[str, str]:

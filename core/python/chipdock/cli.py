@@ -170,7 +170,7 @@ def new_backend(name: str, device_type: str | None, output: str | None) -> None:
         _fail("new-backend", exc)
     console = _console()
     console.print(f"wrote the {_plain(name)} backend to {_plain(folder)}")
-    console.print(f"next: cd {_plain(folder)} && pip install . && "
+    console.print(f"next: cd {_plain(folder)} && pip install --no-build-isolation . && "
                   f"chipdock conformance --device {_plain(device_type or name)} --suite quick --only runtime "
                   "(README.md has the build without a wheel)")
 
