@@ -8,12 +8,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "chipdock/support/strided_iter.h"
 #include "chipdock/support/strided_iter.h"  // the include guard holds
 
 using chipdock::support::StridedIter;
+
+static_assert(std::is_trivially_copyable<StridedIter<3>>::value, "captured by value into enqueued work");
 
 namespace {
 
@@ -132,6 +135,17 @@ int main() {
   {  // a strided slice of a bigger tensor (every other column)
     View out(m, {5, 3}, {3, 1}), a(m, {5, 3}, {8, 2}, 1);
     check_walk<2>("sliced", {5, 3}, m, {&out, &a});
+  }
+  {  // resuming: for_each after a few next() visits exactly the remaining elements
+    View out(m, {3, 4}, {4, 1}), t(m, {3, 4}, {1, 3}, 200);
+    StridedIter<2> it({&out.v, &t.v});
+    for (int k = 0; k < 6; ++k) it.next();
+    std::vector<int64_t> rest;
+    it.for_each([&](char* const* p) { rest.push_back(reinterpret_cast<int32_t*>(p[1]) - m); });
+    const std::vector<int64_t> all = naive({3, 4}, t);
+    expect(rest == std::vector<int64_t>(all.begin() + 6, all.end()), "for_each resumes where next() left off");
+    StridedIter<2> copy = it;  // trivially copyable, e.g. into enqueued work
+    expect(copy.done() && !copy.next(), "a finished copy stays finished");
   }
   {  // 0-d: one element
     View out(m, {}, {}, 5), a(m, {}, {}, 9);
