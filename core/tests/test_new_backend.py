@@ -88,7 +88,7 @@ def test_a_name_that_is_not_an_identifier_is_refused(tmp_path: Path, name: str):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("device_type", ["my:dev", "-x", "a/b", "t" * 65])
+@pytest.mark.parametrize("device_type", ["my:dev", "-x", "a/b", "acme.v2", "2x", "t" * 65])
 def test_a_bad_device_type_is_refused(tmp_path: Path, device_type: str):
     result = CliRunner().invoke(main, ["new-backend", "mydev", "--device-type", device_type, "--output",
                                        str(tmp_path / "out")])

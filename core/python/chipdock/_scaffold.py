@@ -53,11 +53,16 @@ def check_name(name: str) -> None:
 RESERVED_DEVICE_TYPES = ("cpu", "cuda", "npu", "xpu", "dcu")
 
 
+#: What both the manifest (NAME_PATTERN) and ``chipdock conformance --device`` accept as a device type.
+DEVICE_TYPE_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*\Z")
+
+
 def check_device_type(device_type: str) -> None:
-    if len(device_type) > MAX_NAME_LENGTH or not NAME_PATTERN.match(device_type):
-        raise _refuse(f"--device-type {device_type!r} must match [A-Za-z0-9][A-Za-z0-9_.-]* with at most "
-                      f"{MAX_NAME_LENGTH} characters (it is the prefix of device strings such as 'mydev:0', so "
-                      "never a ':')")
+    valid = NAME_PATTERN.match(device_type) and DEVICE_TYPE_RE.match(device_type)
+    if len(device_type) > MAX_NAME_LENGTH or not valid:
+        raise _refuse(f"--device-type {device_type!r} must be ASCII letters, digits, '_' and '-', starting with a "
+                      f"letter, at most {MAX_NAME_LENGTH} characters (it is the prefix of device strings such as "
+                      "'mydev:0', so never a ':')")
     if device_type in RESERVED_DEVICE_TYPES:
         raise _refuse(f"the device type {device_type!r} belongs to chipdock's own {device_type} backend, and only "
                       "one loaded backend may provide a device type; choose another NAME or --device-type")
