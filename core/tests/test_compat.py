@@ -2,7 +2,10 @@
 
 import copy
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -261,9 +264,11 @@ def test_the_doctor_report_lists_contradictions_of_an_installed_manifest(tmp_pat
     bad.write_text(json.dumps({"name": "cuda", "device_type": "cuda", "version": "0.1.0",
                                "vendor_runtime": {"name": "CUDA", "version": "12.8"},
                                "driver": {"name": "nvidia", "min_version": "570.124.06"}}))
+    acme = tmp_path / "acme.chipdock.json"
+    acme.write_text(json.dumps({"name": "acme", "version": "1.0"}))
     report = _compat.matrix_report([{"name": "npu", "manifest_path": str(good)},
-                                    {"name": "cuda", "manifest_path": str(bad)},
-                                    {"name": "acme", "manifest_path": str(good)},
+                                    {"name": "cuda.chipdock.json", "status": "refused", "manifest_path": str(bad)},
+                                    {"name": "acme", "manifest_path": str(acme)},
                                     {"name": "cpu", "manifest_path": str(tmp_path / "missing.json")}])
     by = {e["backend"]: e for e in report["backends"]}
     assert by["npu"]["compared"] and by["npu"]["contradictions"] == []
@@ -273,5 +278,27 @@ def test_the_doctor_report_lists_contradictions_of_an_installed_manifest(tmp_pat
     assert not by["cpu"]["compared"] and "cannot be read" in by["cpu"]["note"]
     text = "\n".join(_compat.matrix_report_lines(report))
     assert "npu: row npu (ubuntu:22.04, Python 3.10, CANN 8.0.0): no contradictions" in text
-    assert "cuda: row cuda: 1 contradiction(s)" in text and "- the row's CUDA 13.0 is outside" in text
+    assert "cuda (refused): row cuda: 1 contradiction(s)" in text and "- the row's CUDA 13.0 is outside" in text
     assert "acme: no row (no row of the matrix is for this backend)" in text
+
+
+def test_doctor_reports_each_backends_row_and_contradictions(tmp_path):
+    """`chipdock doctor` (text and --json) ends with the matrix part; a plugin whose manifest contradicts its row
+    is listed with the contradiction, even when discovery refused it."""
+    (tmp_path / "npu.chipdock.json").write_text(json.dumps({
+        "schema": 1, "name": "npu", "device_type": "npu", "version": "0.1.0", "library": "libabsent.so",
+        "abi": {"major": 1, "minor": 0}, "vendor_runtime": {"name": "CANN", "version": ">=9.0.0,<9.2.0"}}))
+    env = {**os.environ, "CHIPDOCK_PLUGIN_PATH": str(tmp_path)}
+    run = [sys.executable, "-m", "chipdock.cli", "doctor"]
+    report = json.loads(subprocess.run([*run, "--json"], capture_output=True, text=True, env=env, timeout=300,
+                                       check=True).stdout)["compatibility_matrix"]
+    entries = report["backends"]
+    cpu = next(e for e in entries if e["backend"] == "cpu" and e["status"] == "accepted")
+    assert cpu["row"] == "cpu" and cpu["compared"] and cpu["contradictions"] == []
+    planted = next(e for e in entries if e["status"] == "refused")
+    assert planted["backend"] == "npu" and planted["row"] == "npu"
+    assert planted["contradictions"] == [f"the row's CANN 8.0.0 is outside the manifest (manifest file "
+                                         f"{tmp_path / 'npu.chipdock.json'})'s range >=9.0.0,<9.2.0"]
+    text = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300).stdout
+    assert "compatibility matrix: " in text and "npu (refused): row npu: 1 contradiction(s)" in text
+    assert "cpu: row cpu (python:3.11-slim-bookworm, Python 3.11, host): no contradictions" in text

@@ -580,23 +580,26 @@ def matrix_report(backends: list[dict[str, Any]], matrix_path: str | os.PathLike
     entries = []
     for backend in backends:
         name = str(backend.get("name", ""))
-        row = row_for_backend(matrix, name)
-        entry: dict[str, Any] = {"backend": name, "row": row.vendor if row else None, "contradictions": [],
-                                 "compared": False, "note": ""}
-        if row is None:
-            entry["note"] = "no row of the matrix is for this backend"
-        elif not backend.get("manifest_path"):
-            entry["note"] = "no manifest to compare with"
+        facts: ManifestFacts | None = None
+        note = ""
+        if not backend.get("manifest_path"):
+            note = "no manifest to compare with"
         else:
             try:
                 facts = load_manifest_file(backend["manifest_path"])
+                name = facts.name  # a refused plugin is listed by its file's name; its manifest says which it is
             except CompatibilityError as exc:
-                entry["note"] = f"not compared: {exc}"
-            else:
-                entry["contradictions"] = contradictions(row, facts)
-                entry["compared"] = True
-                entry["image"] = {"base_image": row.base_image, "python": row.python,
-                                  "vendor_runtime": row.vendor_runtime, "driver": row.driver}
+                note = f"not compared: {exc}"
+        row = row_for_backend(matrix, name)
+        entry: dict[str, Any] = {"backend": name, "status": backend.get("status", ""), "row": row.vendor if row
+                                 else None, "contradictions": [], "compared": False, "note": note}
+        if row is None:
+            entry["note"] = "no row of the matrix is for this backend"
+        elif facts is not None:
+            entry["contradictions"] = contradictions(row, facts)
+            entry["compared"] = True
+            entry["image"] = {"base_image": row.base_image, "python": row.python,
+                              "vendor_runtime": row.vendor_runtime, "driver": row.driver}
         entries.append(entry)
     return {"matrix": str(matrix_path or MATRIX_FILE), "error": "", "backends": entries}
 
@@ -607,7 +610,8 @@ def matrix_report_lines(report: dict[str, Any]) -> list[str]:
     if report.get("error"):
         return [*lines, f"  cannot be read: {report['error']}"]
     for entry in report["backends"]:
-        head = f"  {entry['backend']}: row {entry['row']}" if entry["row"] else f"  {entry['backend']}: no row"
+        status = f" ({entry['status']})" if entry.get("status") == "refused" else ""
+        head = f"  {entry['backend']}{status}: " + (f"row {entry['row']}" if entry["row"] else "no row")
         if not entry["compared"]:
             lines.append(f"{head} ({entry['note']})")
         elif not entry["contradictions"]:
