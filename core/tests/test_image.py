@@ -252,3 +252,102 @@ def test_the_cpu_image_builds_and_passes_its_health_check(tmp_path):
         assert run.returncode == 0 and "all devices passed" in run.stdout, run.stdout + run.stderr
     finally:
         subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=300)
+
+
+def _vendor_step(dockerfile: Path) -> str:
+    """The shell of the Dockerfile's vendor-installer RUN step (after its --mount option)."""
+    text = dockerfile.read_text()
+    start = text.index("RUN --mount=type=bind,source=vendor,target=/tmp/vendor")
+    end = text.index("\n\n", start)
+    return text[start:end].removeprefix("RUN --mount=type=bind,source=vendor,target=/tmp/vendor")
+
+
+def _run_rooted(script: str, root: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`script` with its absolute paths moved under `root` (nothing outside tmp is touched), in the image's SHELL."""
+    for prefix in ("/tmp/vendor", "/tmp/unpack", "/usr/local/", "/opt/"):
+        script = script.replace(prefix, f"{root}{prefix}")
+    return subprocess.run(["/bin/bash", "-o", "pipefail", "-c", script], capture_output=True, text=True,
+                          timeout=120, env={"PATH": os.environ["PATH"], **(env or {})})
+
+
+def _tarball(path: Path, top: str, files: list[str]) -> None:
+    import tarfile
+
+    src = path.parent / f"src-{path.name}"
+    for name in files:
+        (src / top / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / top / name).write_text("x")
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(src / top, arcname=top)
+
+
+@pytest.mark.parametrize("vendor, archive, top, inside, version, link", [
+    ("xpu", "xre-ubuntu_2004-x86_64-5.0.21.21.tar.gz", "xre-ubuntu_2004-x86_64-5.0.21.21", ["so/libxpurt.so"],
+     {"XRE_VERSION": "5.0.21.21"}, ("usr/local/xpu", "usr/local/xpu-5.0.21.21")),
+    ("dcu", "DTK-24.04.1-Ubuntu22.04-x86_64.tar.gz", "dtk-24.04.1", ["env.sh", "hip/lib/libgalaxyhip.so.5"],
+     {"DTK_VERSION": "24.04.1"}, ("opt/dtk", "opt/dtk-24.04.1")),
+])
+def test_the_archive_install_steps_unpack_and_link_the_vendor_runtime(images, tmp_path, vendor, archive, top,
+                                                                      inside, version, link):
+    step = _vendor_step(images[vendor].output / "Dockerfile")
+    (tmp_path / "tmp" / "vendor").mkdir(parents=True)
+    empty = _run_rooted(step, tmp_path, version)
+    assert empty.returncode == 1 and f"chipdock image {vendor}: vendor/ must hold exactly one" in empty.stderr
+
+    _tarball(tmp_path / "tmp" / "vendor" / archive, top, inside)
+    done = _run_rooted(step, tmp_path, version)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / link[0]).is_symlink() and os.readlink(tmp_path / link[0]) == str(tmp_path / link[1])
+    for name in inside:
+        assert (tmp_path / link[0] / name).is_file()
+    assert not list((tmp_path / "tmp").glob("unpack-*"))
+
+
+def test_the_archive_step_refuses_an_archive_without_the_runtime(images, tmp_path):
+    step = _vendor_step(images["xpu"].output / "Dockerfile")
+    (tmp_path / "tmp" / "vendor").mkdir(parents=True)
+    _tarball(tmp_path / "tmp" / "vendor" / "xre-other.tar.gz", "xre-other", ["bin/xpu_smi"])
+    proc = _run_rooted(step, tmp_path, {"XRE_VERSION": "5.0.21.21"})
+    assert proc.returncode == 1 and "xre-*.tar.gz holds no so/libxpurt.so" in proc.stderr
+
+
+def test_the_npu_step_runs_the_cann_installers_in_order(images, tmp_path):
+    step = _vendor_step(images["npu"].output / "Dockerfile")
+    vendor = tmp_path / "tmp" / "vendor"
+    vendor.mkdir(parents=True)
+    arch = os.uname().machine
+    env = {"CANN_VERSION": "8.0.0", "NPU_SOC": "910b", "FAKE_ROOT": str(tmp_path)}
+    toolkit = vendor / f"Ascend-cann-toolkit_8.0.0_linux-{arch}.run"
+    toolkit.write_text('echo "toolkit $*" >> "$FAKE_ROOT/log"\n'
+                       'mkdir -p "$FAKE_ROOT/usr/local/Ascend/ascend-toolkit"\n'
+                       'echo "export ASCEND_HOME_PATH=/usr/local/Ascend/ascend-toolkit/latest" '
+                       '> "$FAKE_ROOT/usr/local/Ascend/ascend-toolkit/set_env.sh"\n')
+    missing = _run_rooted(step, tmp_path, env)
+    assert missing.returncode == 1 and "Ascend-cann-kernels-${NPU_SOC}_${CANN_VERSION}_linux*.run" not in \
+        missing.stderr and "Ascend-cann-kernels-910b_8.0.0_linux*.run (CANN operator kernels" in missing.stderr
+    (vendor / f"Ascend-cann-kernels-910b_8.0.0_linux-{arch}.run").write_text('echo "kernels $*" >> "$FAKE_ROOT/log"\n')
+    done = _run_rooted(step, tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "log").read_text().splitlines()
+    assert log[-2:] == ["toolkit --install --install-for-all --quiet", "kernels --install --install-for-all --quiet"]
+
+    toolkit.write_text('echo "installs nothing"\n')  # an installer that leaves no set_env.sh is caught
+    (tmp_path / "usr" / "local" / "Ascend" / "ascend-toolkit" / "set_env.sh").unlink()
+    broken = _run_rooted(step, tmp_path, env)
+    assert broken.returncode == 1 and "did not install /" in broken.stderr
+
+
+def test_the_entrypoint_sources_the_vendor_environment_and_library_path(images, tmp_path):
+    script = (images["npu"].output / "chipdock-entrypoint.sh").read_text()
+    toolkit = tmp_path / "usr" / "local" / "Ascend" / "ascend-toolkit"
+    toolkit.mkdir(parents=True)
+    (toolkit / "set_env.sh").write_text("export ASCEND_HOME_PATH=/somewhere\n")
+    (tmp_path / "usr" / "local" / "Ascend" / "driver" / "lib64" / "driver").mkdir(parents=True)
+    # The command it would exec prints the environment it gets.
+    proc = _run_rooted(script.replace('exec "$@"', 'echo "$ASCEND_HOME_PATH|$LD_LIBRARY_PATH"'), tmp_path,
+                       {"LD_LIBRARY_PATH": "/already"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"/somewhere|{tmp_path}/usr/local/Ascend/driver/lib64/driver:/already"
+    (toolkit / "set_env.sh").unlink()
+    proc = _run_rooted(script.replace('exec "$@"', "true"), tmp_path)
+    assert proc.returncode == 0 and "set_env.sh is missing; the CANN runtime is not set up" in proc.stderr
