@@ -121,6 +121,9 @@ def doctor(as_json: bool) -> None:
         "devices": [{"device": str(d), **d.properties()} for d in devices],
         "plugin_log": [{"level": lvl, "message": msg} for lvl, msg in chipdock._C.plugin_log()],
     }
+    from ._compat import matrix_report, matrix_report_lines
+
+    info["compatibility_matrix"] = matrix_report(info["backends"])
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -147,6 +150,33 @@ def doctor(as_json: bool) -> None:
                       f"runtime {p['runtime_version'] or '-'}, driver {p['driver_version'] or '-'}")
     for entry in info["plugin_log"]:
         console.print(f"log[{entry['level']}]: {_plain(entry['message'])}")
+    console.print("")
+    for line in matrix_report_lines(info["compatibility_matrix"]):
+        console.print(_plain(line))
+
+
+@main.command()
+@click.option("--vendor", required=True, type=click.Choice(["cpu", "cuda", "npu", "xpu", "dcu"]),
+              help="The compatibility matrix row to write the image of.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), metavar="DIR",
+              help="The build context to write (default: ./chipdock-image-VENDOR); must be empty or new.")
+@click.option("--force", is_flag=True, help="Rewrite the generated files of a non-empty DIR (other files are kept).")
+@click.option("--manifest", type=click.Path(exists=True), metavar="FILE|DIR",
+              help="Check the row against this manifest (.chipdock.json, or a backend's source folder) instead of "
+                   "the installed backend's.")
+def image(vendor: str, output: str | None, force: bool, manifest: str | None) -> None:
+    """Write a Dockerfile (with README.md) for VENDOR's image from the compatibility matrix."""
+    from ._image import ImageError, write_image
+
+    try:
+        result = write_image(vendor, output, force=force, manifest=manifest)
+    except ImageError as exc:
+        _fail("image", exc)
+        return
+    click.echo(f"wrote {', '.join(result.files)} into {result.output} (row {vendor}; checked against "
+               f"{result.check.source})")
+    click.echo(f"next: fill {result.output}/wheels/ as its README.md says, then "
+               f"DOCKER_BUILDKIT=1 docker build -t {result.tag} {result.output}")
 
 
 @main.command("new-backend")
