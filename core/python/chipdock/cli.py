@@ -349,6 +349,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
                             profile, memory_limit)
     except _model_errors() as exc:
         _fail("run", exc)
+    result["fallbacks"] = _fallbacks()
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -361,6 +362,27 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
         console.print(_bench_table(result["bench"]))
         if result["bench"]["profile"]:
             console.print(_profile_table(result["bench"]["profile"][:top]))
+    _print_fallbacks(console, result["fallbacks"])
+
+
+def _fallbacks() -> list[dict[str, Any]]:
+    """chipdock.fallback_report() for run/diff: every op this process ran on the CPU reference instead."""
+    import chipdock
+
+    return [dict(r) for r in chipdock.fallback_report()]
+
+
+def _print_fallbacks(console: Console, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("CPU fallbacks: none (every op ran on its device)")
+        return
+    table = Table(title=f"CPU fallbacks: {len(rows)} (op, dtypes) ran on the CPU reference "
+                        "(chipdock.fallback_report())", title_justify="left")
+    for col in ("device type", "op", "dtypes", "calls", "reason"):
+        table.add_column(col, justify="right" if col == "calls" else "left", overflow="fold")
+    for r in rows:
+        table.add_row(str(r["device_type"]), str(r["op"]), str(r["dtypes"]), str(r["count"]), str(r["reason"]))
+    console.print(table)
 
 
 def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
@@ -445,10 +467,12 @@ def diff(model: str, device: str, inputs_path: str | None, seed: int, dims: tupl
         report = diff_mod.diff(model, device, reference, inputs_path, seed, runner.parse_dims(dims), rtol, atol)
     except _model_errors() as exc:
         _fail("diff", exc)
+    fallbacks = _fallbacks()
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(json.dumps({**report.as_dict(), "fallbacks": fallbacks}, indent=2))
     else:
         _print_diff(report, show_all)
+        _print_fallbacks(_console(), fallbacks)
     sys.exit(0 if report.ok else 1)
 
 
