@@ -201,10 +201,13 @@ def bench_ops(json_path: str | None, quick: bool, runs: int) -> None:
 @click.option("--mutants", "mutant_patterns", multiple=True, metavar="PATTERN",
               help="With --mutation-score: only the mutants whose id, group or operator matches (fnmatch; "
                    "repeatable).")
+@click.option("--dump", "dump_case", nargs=2, type=(str, click.Path(file_okay=False)), metavar="CASE_ID DIR",
+              help="Instead of a run: run the op case CASE_ID once (with --seed) and write its inputs, expected and "
+                   "actual outputs (.npz), case.json and replay.py, which replays it through chipdock.ops, to DIR.")
 def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
                 baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool,
                 mutation_score: bool, kill_matrix: bool, select_quick: str | None,
-                mutant_patterns: tuple[str, ...]) -> None:
+                mutant_patterns: tuple[str, ...], dump_case: tuple[str, str] | None) -> None:
     """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
 
     Every case runs in a child process: a crash or a hang fails that case and the run goes on.
@@ -218,6 +221,8 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     from chipdock_conformance.runner import RunOptions
     from chipdock_conformance.runner import main as run_main
 
+    if dump_case:
+        _dump(device, dump_case[0], dump_case[1], seed, as_json)
     if mutation_score:
         if baseline:
             raise click.UsageError("--baseline compares conformance reports; it does not apply to --mutation-score")
@@ -245,6 +250,31 @@ def _exit_with(run: Callable[[], int], command: str) -> None:
         click.echo(f"{command}: {exc}", err=True)
         code = 1
     sys.exit(code)
+
+
+def _dump(device: str, case_id: str, directory: str, seed: int, as_json: bool) -> None:
+    """``chipdock conformance --dump CASE_ID DIR``: chipdock_conformance.dump; exits 0 once written (the case's
+    own verdict is printed, not the exit status), 1 when it cannot be dumped."""
+    from pathlib import Path
+
+    from chipdock_conformance.dump import FILES, DumpError, dump
+    from chipdock_conformance.runner import UsageError, normalize_device
+
+    from .errors import ChipdockError
+
+    try:
+        done = dump(normalize_device(device), case_id, Path(directory), seed)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (DumpError, ChipdockError, OSError) as exc:
+        _fail("conformance", exc)
+    if as_json:
+        click.echo(json.dumps({"case_id": done.case_id, "status": done.status, "reason": done.reason,
+                               "directory": str(done.directory), "files": list(FILES)}, indent=2))
+    else:
+        click.echo(f"{done.case_id}: {done.status}" + (f": {done.reason}" if done.reason else ""))
+        click.echo(f"wrote {', '.join(FILES)} to {done.directory}; replay: python {done.directory / 'replay.py'}")
+    sys.exit(0)
 
 
 def _mutation_score(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
