@@ -528,6 +528,49 @@ static cd_error* toy_kernels_register(cd_kernel_registry* registry) {
 }
 #endif
 
+#ifdef TOY_ATTRIBUTE_ECHO
+/* Test hook (core/tests/test_launch_attributes.py): a float32 "softmax"
+ * that reports the attributes it received instead of computing: out[0] =
+ * num_attributes, out[1] = the int `axis` (-99 when absent). It shows
+ * which attributes each launch path passes. */
+static const cd_core_api* toy_echo_core;
+
+static cd_error* toy_echo_softmax(const cd_kernel_context* ctx) {
+  const cd_tensor_view* out;
+  float* data;
+  float axis = -99.0f;
+  int32_t i;
+  TOY_CHECK(ctx != NULL && ctx->num_outputs == 1 && ctx->outputs[0]->ndim >= 1 &&
+                ctx->outputs[0]->shape[ctx->outputs[0]->ndim - 1] >= 2,
+            TOY_BAD, "the echo needs an output of at least 2 elements in its last dim");
+  out = ctx->outputs[0];
+  for (i = 0; i < ctx->num_attributes; ++i) {
+    const cd_attribute* a = ctx->attributes[i];
+    if (strcmp(a->name, "axis") == 0 && a->type == CD_ATTR_INT) axis = (float)a->value.i;
+  }
+  data = (float*)((char*)out->data + out->byte_offset);
+  data[0] = (float)ctx->num_attributes;
+  data[out->strides[out->ndim - 1]] = axis;
+  return NULL;
+}
+
+static cd_error* toy_echo_register(cd_kernel_registry* registry) {
+  static const cd_dtype_t f32_to_f32[2] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT32};
+  cd_kernel_def def;
+  TOY_CHECK(toy_echo_core->struct_size >= CD_STRUCT_SIZE(cd_core_api, kernel_register),
+            CD_STATUS_UNIMPLEMENTED, "this core has no kernel_register");
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  def.op = "softmax";
+  def.dtypes = f32_to_f32;
+  def.num_dtypes = 2;
+  def.fn = toy_echo_softmax;
+  TOY_CHECK(toy_echo_core->kernel_register(registry, &def) == CD_STATUS_OK, CD_STATUS_INTERNAL,
+            "the core refused softmax(float32)");
+  return NULL;
+}
+#endif
+
 #ifdef TOY_NO_ENTRY /* test hook: the entry symbol is missing */
 #define TOY_ENTRY toy_entry_under_another_name
 #else
@@ -587,6 +630,10 @@ CD_EXTERN_C CD_EXPORT const cd_plugin_api* TOY_ENTRY(const cd_core_api* core) {
 #ifdef TOY_COPY_KERNEL
   toy_core = core;
   toy_api.kernels_register = toy_kernels_register; /* the guide's copy kernel */
+#endif
+#ifdef TOY_ATTRIBUTE_ECHO
+  toy_echo_core = core;
+  toy_api.kernels_register = toy_echo_register; /* softmax(float32) echoes its attributes */
 #endif
 #ifdef TOY_LOG_UNGUARDED
   core->log(CD_LOG_DEBUG, "logged without checking struct_size"); /* past a small core's table */
