@@ -22,6 +22,7 @@ std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::Warn)};
 std::mutex g_fallback_mutex;
 std::map<std::string, std::set<std::string>> g_denied;  // device type -> ops
 std::atomic<bool> g_any_denied{false};
+std::map<std::string, std::vector<DeclaredUnsupported>> g_declared;  // device type -> the manifest's list
 std::map<std::tuple<std::string, std::string, std::string>, FallbackRecord> g_records;
 
 [[noreturn]] void fail(const OpSpec& op, const std::string& what, const std::string& reason) {
@@ -324,6 +325,31 @@ bool is_denied(const std::string& device_type, const std::string& op) {
   return it != g_denied.end() && it->second.count(op);
 }
 
+// Why `op` with `sig` has no kernel on `device_type`: the manifest's reason
+// when its unsupported list declares it (see set_declared_unsupported).
+std::string missing_kernel_reason(const std::string& device_type, const std::string& op, const DtypeList& sig) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  auto it = g_declared.find(device_type);
+  if (it == g_declared.end()) return "no kernel";
+  std::vector<std::string> names;
+  std::string label;
+  for (cd_dtype_t d : sig) {
+    const std::string name = dtype_name(d);
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    label += (names.empty() ? "" : "-") + name;
+    names.push_back(name);
+  }
+  for (const DeclaredUnsupported& entry : it->second) {
+    if (entry.op != op) continue;
+    bool match = entry.dtypes.empty();
+    for (const std::string& d : entry.dtypes) {
+      match = match || d == label || std::find(names.begin(), names.end(), d) != names.end();
+    }
+    if (match) return "declared unsupported: " + entry.reason;
+  }
+  return "no kernel";
+}
+
 // Records a fallback; true the first time this (device, op, signature) falls back.
 bool record_fallback(const std::string& device_type, const std::string& op, const std::string& sig, const std::string& reason) {
   std::lock_guard<std::mutex> lock(g_fallback_mutex);
@@ -471,9 +497,9 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
       op.rule(check);
       check_indices_into_empty_axes(op, check);
       return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
-                                  denied            ? "the op is denied on " + dev.type()
-                                  : predated.empty() ? std::string("no kernel")
-                                                     : predated);
+                                  denied             ? "the op is denied on " + dev.type()
+                                  : !predated.empty() ? predated
+                                                      : missing_kernel_reason(dev.type(), op.name, sig));
     }
   }
   ShapeContext ctx(op, inputs, attrs);
@@ -542,6 +568,11 @@ void set_denied_ops(const std::string& device_type, const std::vector<std::strin
   bool any = false;
   for (const auto& entry : g_denied) any = any || !entry.second.empty();
   g_any_denied = any;
+}
+
+void set_declared_unsupported(const std::string& device_type, const std::vector<DeclaredUnsupported>& entries) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_declared[device_type] = entries;
 }
 
 std::vector<std::string> denied_ops(const std::string& device_type) {

@@ -27,8 +27,8 @@ FROZEN_DIR = REPO_ROOT / "core" / "tests" / "abi_v1_0"
 STRICT = ["-Wall", "-Wextra", "-pedantic", "-Werror"]
 
 ALL_VARIANTS = ["ok", "abi_major_2", "undersized", "null_slot", "no_entry", "refuse",
-                "name_mismatch", "no_devices", "frozen_v1_0", "not_a_library", "crash_in_entry",
-                "hang_in_entry", "scale_kernel"]
+                "name_mismatch", "no_devices", "copy_kernel", "log_unguarded", "attribute_echo",
+                "frozen_v1_0", "not_a_library", "crash_in_entry", "hang_in_entry", "scale_kernel"]
 
 
 @pytest.fixture(scope="module")

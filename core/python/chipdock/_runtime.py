@@ -78,6 +78,9 @@ def _load_one(cand: _discovery.Candidate) -> BackendInfo:
     info.device_count = loaded["device_count"]
     info.device_error = loaded["device_error"]
     info.kernel_count = loaded["kernel_count"]
+    # A fallback of an op the manifest declares unsupported gives the manifest's reason, not "no kernel".
+    _C.set_declared_unsupported(info.device_type,
+                                [(e["op"], list(e["dtypes"]), e["reason"]) for e in manifest["unsupported"]])
     from ._opset import opset_version
 
     info.warnings = _discovery.version_warnings(
@@ -229,8 +232,14 @@ def include_dir() -> str:
     return str(Path(__file__).parent / "include")
 
 
+def opset_docs() -> str:
+    """The opset's semantics (``opset/README.md`` in the wheel): what the dispatcher guarantees a kernel
+    (attributes, broadcasting, outputs, signatures). ``opset.yaml``, the machine-readable spec, lies beside it."""
+    return str(Path(__file__).parent / "opset" / "README.md")
+
+
 __all__ = [
     "BackendInfo", "Device", "Event", "Stream", "backends", "cmake_dir", "current_stream",
     "default_stream", "device", "devices", "empty_cache", "get_default_device", "include_dir",
-    "memory_stats", "reset_peak_memory_stats", "set_default_device", "stream", "synchronize",
+    "memory_stats", "opset_docs", "reset_peak_memory_stats", "set_default_device", "stream", "synchronize",
 ]
