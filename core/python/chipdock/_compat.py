@@ -391,11 +391,16 @@ def _facts(data: Any, source: str) -> ManifestFacts:
 
 def load_manifest_file(path: str | os.PathLike[str]) -> ManifestFacts:
     """The facts of one ``*.chipdock.json`` file."""
+    from ._discovery import ManifestError, _read_bounded
+
     path = Path(path)
     try:
         if path.stat().st_size > _MAX_MANIFEST_BYTES:
             raise CompatibilityError(f"manifest file {path}: larger than {_MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # Discovery's reader: a FIFO, socket or device named *.chipdock.json is refused unread, never blocks.
+        data = json.loads(_read_bounded(path).decode("utf-8"))
+    except ManifestError as exc:
+        raise CompatibilityError(f"manifest file {path}: {exc}") from None
     except OSError as exc:
         raise CompatibilityError(f"manifest file {path}: cannot be read: {exc.strerror or exc}") from None
     except (ValueError, RecursionError) as exc:
