@@ -159,6 +159,8 @@ def test_prepare_lays_out_a_loadable_folder(tmp_path: Path):
     assert (tmp_path / "m" / manifest["library"]).is_file()
     assert Path(env["CHIPDOCK_MUTANT_TARGET"]).parent == (tmp_path / "m").resolve()  # the private copy
     assert manifest["environment"] == {"OMP_WAIT_POLICY": "PASSIVE"}  # the target's defaults
+    # The proxy forwards the target's kernels: the dispatcher hands them what the target was built for.
+    assert manifest.get("opset_version") == mc.target_manifest(cpu_library()).get("opset_version")
     shared = mc.prepare(tmp_path / "s", cpu_library(), private_copy=False)
     assert Path(shared["CHIPDOCK_MUTANT_TARGET"]) == cpu_library()
 

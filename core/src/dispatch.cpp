@@ -22,6 +22,7 @@ std::atomic<int> g_policy{static_cast<int>(FallbackPolicy::Warn)};
 std::mutex g_fallback_mutex;
 std::map<std::string, std::set<std::string>> g_denied;  // device type -> ops
 std::atomic<bool> g_any_denied{false};
+std::map<std::string, std::vector<DeclaredUnsupported>> g_declared;  // device type -> the manifest's list
 std::map<std::tuple<std::string, std::string, std::string>, FallbackRecord> g_records;
 
 [[noreturn]] void fail(const OpSpec& op, const std::string& what, const std::string& reason) {
@@ -159,6 +160,60 @@ std::map<std::string, Attribute> normalize_attributes(const OpSpec& op, const st
   return out;
 }
 
+// ------------------------------------------------------- opset versions --
+
+bool same_value(const Attribute& a, const Attribute& b) {
+  if (a.type != b.type) return false;
+  switch (a.type) {
+    case CD_ATTR_INT: return a.i == b.i;
+    case CD_ATTR_FLOAT: return a.f == b.f || (std::isnan(a.f) && std::isnan(b.f));
+    case CD_ATTR_STRING: return a.s == b.s;
+    case CD_ATTR_INTS: return a.ints == b.ints;
+    default: return a.floats == b.floats;
+  }
+}
+
+std::string describe_value(const Attribute& a) {
+  switch (a.type) {
+    case CD_ATTR_INT: return std::to_string(a.i);
+    case CD_ATTR_FLOAT: return describe_number(a.f);
+    case CD_ATTR_STRING: return "'" + a.s + "'";
+    case CD_ATTR_INTS: {
+      std::string text = "[";
+      for (size_t i = 0; i < a.ints.size(); ++i) text += (i ? ", " : "") + std::to_string(a.ints[i]);
+      return text + "]";
+    }
+    default: {
+      std::string text = "[";
+      for (size_t i = 0; i < a.floats.size(); ++i) text += (i ? ", " : "") + describe_number(a.floats[i]);
+      return text + "]";
+    }
+  }
+}
+
+// Why the kernel of a backend built against an older opset cannot run this
+// call, or "" when it can: the op itself, or an attribute holding anything
+// but its default, is newer than the backend (opset.yaml `since`). An
+// attribute at its default keeps the op's earlier meaning (the opset's bump
+// rule), so the backend's kernel runs and is not handed the attribute.
+std::string predated_by(const OpSpec& op, const std::map<std::string, Attribute>& attrs, const Plugin& plugin) {
+  const int32_t built = plugin.opset_version();
+  const std::string backend = "backend '" + plugin.name() + "' was built against opset " + std::to_string(built);
+  if (op.since > built) {
+    return backend + " and predates the op " + op.name + " (opset " + std::to_string(op.since) +
+           "); its kernel of that name is not used";
+  }
+  for (const AttrSpec& spec : op.attributes) {
+    if (spec.since <= built) continue;
+    const Attribute& given = attrs.at(spec.name);
+    if (!spec.required && same_value(given, spec.default_value)) continue;
+    return backend + " and predates attribute '" + spec.name + "' of " + op.name + " (opset " +
+           std::to_string(spec.since) + "), given " + describe_value(given) +
+           (spec.required ? "" : " instead of its default " + describe_value(spec.default_value));
+  }
+  return "";
+}
+
 // ----------------------------------------------------------------- types --
 
 // The dtype bound to each type variable of the call (few: a flat list).
@@ -268,6 +323,31 @@ bool is_denied(const std::string& device_type, const std::string& op) {
   std::lock_guard<std::mutex> lock(g_fallback_mutex);
   auto it = g_denied.find(device_type);
   return it != g_denied.end() && it->second.count(op);
+}
+
+// Why `op` with `sig` has no kernel on `device_type`: the manifest's reason
+// when its unsupported list declares it (see set_declared_unsupported).
+std::string missing_kernel_reason(const std::string& device_type, const std::string& op, const DtypeList& sig) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  auto it = g_declared.find(device_type);
+  if (it == g_declared.end()) return "no kernel";
+  std::vector<std::string> names;
+  std::string label;
+  for (cd_dtype_t d : sig) {
+    const std::string name = dtype_name(d);
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    label += (names.empty() ? "" : "-") + name;
+    names.push_back(name);
+  }
+  for (const DeclaredUnsupported& entry : it->second) {
+    if (entry.op != op) continue;
+    bool match = entry.dtypes.empty();
+    for (const std::string& d : entry.dtypes) {
+      match = match || d == label || std::find(names.begin(), names.end(), d) != names.end();
+    }
+    if (match) return "declared unsupported: " + entry.reason;
+  }
+  return "no kernel";
 }
 
 // Records a fallback; true the first time this (device, op, signature) falls back.
@@ -400,6 +480,16 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   if (!op.view) {
     const bool denied = is_denied(dev.type(), op.name);
     kernel = denied ? Kernel{} : dev.plugin().kernels().find(op.name, sig);
+    // A backend built against an older opset: one comparison unless the op changed since.
+    std::string predated;
+    if (kernel.fn != nullptr && op.newest_attr > dev.plugin().opset_version()) {
+      predated = predated_by(op, attrs, dev.plugin());
+      if (!predated.empty() && dev.type() == "cpu") {
+        throw Error(CD_STATUS_UNIMPLEMENTED, dev.plugin().name(), op.name,
+                    predated + ", and the CPU reference has nothing to fall back to");
+      }
+      if (!predated.empty()) kernel = Kernel{};
+    }
     if (kernel.fn == nullptr) {
       // Arguments are checked on the device first: a bad call fails the same way everywhere.
       ShapeContext check(op, inputs, attrs);
@@ -407,7 +497,9 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
       op.rule(check);
       check_indices_into_empty_axes(op, check);
       return run_on_cpu_reference(op, std::move(original), given, dev, describe_dtypes(sig),
-                                  denied ? "the op is denied on " + dev.type() : "no kernel");
+                                  denied             ? "the op is denied on " + dev.type()
+                                  : !predated.empty() ? predated
+                                                      : missing_kernel_reason(dev.type(), op.name, sig));
     }
   }
   ShapeContext ctx(op, inputs, attrs);
@@ -451,7 +543,12 @@ DispatchResult dispatch(const OpSpec& op, std::vector<std::vector<Tensor>> input
   if (!all_empty) {
     std::vector<Attribute> ordered;
     ordered.reserve(op.attributes.size());
-    for (const AttrSpec& spec : op.attributes) ordered.push_back(attrs.at(spec.name));
+    // A backend built against an older opset is handed the attributes it knows (the newer ones hold their
+    // defaults here: predated_by sent any other value to the fallback).
+    const int32_t known = dev.plugin().opset_version();
+    for (const AttrSpec& spec : op.attributes) {
+      if (spec.since <= known) ordered.push_back(attrs.at(spec.name));
+    }
     for (const Tensor* t : in_ptrs) t->storage()->record_stream(stream);
     launch_kernel(*stream, op.name, in_ptrs, out_ptrs, ordered, &sig, &kernel);
   }
@@ -471,6 +568,11 @@ void set_denied_ops(const std::string& device_type, const std::vector<std::strin
   bool any = false;
   for (const auto& entry : g_denied) any = any || !entry.second.empty();
   g_any_denied = any;
+}
+
+void set_declared_unsupported(const std::string& device_type, const std::vector<DeclaredUnsupported>& entries) {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_declared[device_type] = entries;
 }
 
 std::vector<std::string> denied_ops(const std::string& device_type) {

@@ -35,6 +35,20 @@ FallbackPolicy fallback_policy();
 void set_denied_ops(const std::string& device_type, const std::vector<std::string>& ops);
 std::vector<std::string> denied_ops(const std::string& device_type);
 
+// The manifest's `unsupported` list of the backend providing `device_type`
+// (replaces the list): a fallback of an op it declares takes the entry's
+// reason ("declared unsupported: <reason>") instead of "no kernel". An entry
+// matches an (op, signature) when its op is the op and its dtypes are empty,
+// name a dtype of the signature, or name the signature's label (its distinct
+// dtype names joined by '-', as the coverage report writes it); the first
+// entry that matches wins.
+struct DeclaredUnsupported {
+  std::string op;
+  std::vector<std::string> dtypes;
+  std::string reason;
+};
+void set_declared_unsupported(const std::string& device_type, const std::vector<DeclaredUnsupported>& entries);
+
 struct FallbackRecord {
   std::string device_type;
   std::string op;

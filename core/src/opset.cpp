@@ -1,5 +1,7 @@
 #include "opset.hpp"
 
+#include <algorithm>
+
 namespace chipdock {
 
 const AttrSpec* OpSpec::attribute(const std::string& attr) const {
@@ -23,6 +25,15 @@ void Opset::add(OpSpec spec) {
     if (!spec.types.count(arg.type_var)) {
       throw_invalid("register_op", "op '" + spec.name + "': input '" + arg.name + "' has no type '" + arg.type_var + "'");
     }
+  }
+  spec.newest_attr = spec.since;
+  for (const AttrSpec& a : spec.attributes) {
+    if (a.since < spec.since) {
+      throw_invalid("register_op", "op '" + spec.name + "' (since opset " + std::to_string(spec.since) +
+                                       "): attribute '" + a.name + "' says since " + std::to_string(a.since) +
+                                       ", before the op existed");
+    }
+    spec.newest_attr = std::max(spec.newest_attr, a.since);
   }
   const std::string name = spec.name;
   ops_[name] = std::make_shared<const OpSpec>(std::move(spec));

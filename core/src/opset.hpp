@@ -25,6 +25,7 @@ struct AttrSpec {
   bool finite = false;              // for Float, Floats: `finite: true` refuses NaN and +-inf
   int64_t length = -1;              // for Ints/Floats: exact length, -1 any
   std::vector<std::string> choices;  // for String
+  int32_t since = 1;                 // the opset version that introduced it (opset.yaml `since`)
 };
 
 struct ArgSpec {
@@ -54,6 +55,8 @@ struct OpSpec {
   ShapeRule rule = nullptr;
   bool view = false;
   bool nonempty = false;
+  int32_t since = 1;        // the opset version that introduced the op
+  int32_t newest_attr = 1;  // the largest `since` of its attributes (set by Opset::add)
 
   const AttrSpec* attribute(const std::string& attr) const;
 };

@@ -26,6 +26,10 @@ struct Manifest {
   std::string library_path;  // absolute
   int32_t abi_major = 0;
   int32_t abi_minor = 0;
+  // The opset version the backend was built against (manifest `opset_version`;
+  // 1 when the manifest predates the field). The dispatcher never hands a
+  // kernel of this backend an attribute introduced in a later opset version.
+  int32_t opset_version = 1;
 };
 
 // A dtype signature: the dtypes of a call's inputs, then its outputs.
@@ -69,6 +73,7 @@ class Plugin {
   const std::string& name() const noexcept { return manifest_.name; }
   const std::string& device_type() const noexcept { return manifest_.device_type; }
   const Manifest& manifest() const noexcept { return manifest_; }
+  int32_t opset_version() const noexcept { return manifest_.opset_version; }
   // The table as negotiated: slots beyond the plugin's struct_size are NULL.
   const cd_plugin_api& api() const noexcept { return api_; }
   int32_t plugin_abi_major() const noexcept { return abi_major_; }

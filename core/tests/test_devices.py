@@ -70,3 +70,13 @@ def test_kit_locations_exist():
 
     assert (Path(chipdock.cmake_dir()) / "chipdockConfig.cmake").is_file()
     assert (Path(chipdock.include_dir()) / "chipdock" / "device_api.h").is_file()
+
+
+def test_opset_docs_ship_in_the_wheel(repo):
+    """The opset's semantics (device_api/opset/README.md) and its spec travel with the core, next to the kit."""
+    from pathlib import Path
+
+    docs = Path(chipdock.opset_docs())
+    assert docs.name == "README.md" and docs.parent.name == "opset"
+    assert docs.read_text(encoding="utf-8") == (repo / "device_api" / "opset" / "README.md").read_text(encoding="utf-8")
+    assert (docs.parent / "opset.yaml").read_bytes() == (repo / "device_api" / "opset" / "opset.yaml").read_bytes()

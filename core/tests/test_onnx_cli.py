@@ -325,3 +325,32 @@ def test_diff_json_is_plain_json() -> None:
     report = diff_mod.DiffReport("m.onnx", "cpu:1", "cpu:0", diff_mod.TABLE_SOURCE, [row], 0)
     text = json.dumps(report.as_dict(), allow_nan=False)
     assert json.loads(text)["nodes"][0]["max_abs"] == "inf" and json.loads(text)["failures"] == 1
+
+
+# ------------------------------------------------------------------ the fallback report
+
+def test_run_on_cpu_reports_no_fallback(mlp: str) -> None:
+    result = cli_json("run", mlp, "--device", "cpu", "--dim", "N=2")
+    assert result["fallbacks"] == []
+    assert "CPU fallbacks: none" in cli("run", mlp, "--device", "cpu", "--dim", "N=2").output
+
+
+def test_run_and_diff_print_the_fallback_report_with_the_manifests_reason(tmp_path: Path) -> None:
+    """float64 Tanh on the npu test double falls back (the manifest declares it unsupported, with a reason):
+    `chipdock run` and `chipdock diff` show it, in text and in --json."""
+    pytest.importorskip("chipdock_npu")
+    model = _save(_model([helper.make_node("Tanh", ["x"], ["y"], name="t")],
+                         [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [2, 3])],
+                         [helper.make_tensor_value_info("y", TensorProto.DOUBLE, [2, 3])]), tmp_path / "tanh64.onnx")
+    env = {**os.environ, "CHIPDOCK_NPU_RUNTIME": "test-double", "COLUMNS": "200"}
+    for command in ("run", "diff"):
+        base = [sys.executable, "-m", "chipdock.cli", command, model, "--device", "npu:0"]
+        proc = subprocess.run([*base, "--json"], env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        rows = json.loads(proc.stdout)["fallbacks"]
+        assert [(r["device_type"], r["op"], r["dtypes"]) for r in rows] == [("npu", "tanh", "(float64, float64)")]
+        assert rows[0]["reason"].startswith("declared unsupported: aclnnTanh takes FLOAT"), rows
+        proc = subprocess.run(base, env=env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "CPU fallbacks: 1 (op, dtypes) ran on the CPU reference" in proc.stdout, proc.stdout
+        assert "declared unsupported: aclnnTanh" in proc.stdout, proc.stdout

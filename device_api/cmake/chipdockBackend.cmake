@@ -12,7 +12,13 @@
 #     [UNSUPPORTED_FILES <json>...]  files each holding a JSON array of the
 #                                    manifest's "unsupported" entries
 #                                    ({"op", "dtypes", "reason"}), joined in
-#                                    order (one file per kernel family)
+#                                    order (one file per kernel family); each
+#                                    entry is checked against the opset the
+#                                    kit ships (../opset/opset.yaml): an op
+#                                    or dtype that does not exist, a missing
+#                                    reason or an unknown key fails the
+#                                    configure naming the file and the entry
+#                                    (needs CMake >= 3.19; older ones warn)
 #     [ENVIRONMENT <NAME=VALUE>...]) defaults the core puts into the process
 #                                    environment before it opens the library,
 #                                    each only where NAME is unset (for the
@@ -24,6 +30,8 @@
 #   that only `chipdock_plugin_entry` is exported, and writes the manifest
 #   <name>.chipdock.json next to the built library (schema:
 #   device_api/docs/manifest.md). Options not given are written as null.
+#   The manifest also records the chipdock core version and the opset version
+#   this kit belongs to (`core_version`, `opset_version`; chipdockBuiltWith.cmake).
 #
 # chipdock_install_backend(<target> DESTINATION <dir> [COMPONENT <component>])
 #
@@ -82,6 +90,144 @@ function(_chipdock_json_value out value)
   set(${out} "\"${value}\"" PARENT_SCOPE)
 endfunction()
 
+# The op names and dtype names of the opset the kit ships (ops: the keys
+# under `ops:`, plus the core's own `copy`; dtypes: the `all` group), read once per configure into
+# _chipdock_opset_ops / _chipdock_opset_dtypes (global properties).
+function(_chipdock_opset_vocabulary where)
+  get_property(_done GLOBAL PROPERTY _chipdock_opset_read)
+  if(_done)
+    return()
+  endif()
+  get_filename_component(_yaml "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/../opset/opset.yaml" ABSOLUTE)
+  if(NOT EXISTS "${_yaml}")
+    message(FATAL_ERROR "${where}: the kit's opset ${_yaml} is missing, so UNSUPPORTED_FILES cannot be checked "
+                        "(a broken chipdock install: reinstall the chipdock wheel)")
+  endif()
+  file(STRINGS "${_yaml}" _lines)
+  set(_ops "")
+  set(_dtypes "")
+  set(_in_ops FALSE)
+  foreach(_line IN LISTS _lines)
+    if(_line MATCHES "^ops:")
+      set(_in_ops TRUE)
+    elseif(_line MATCHES "^[A-Za-z_]")
+      set(_in_ops FALSE)
+    endif()
+    if(_in_ops AND _line MATCHES "^  ([a-z_][a-z0-9_]*):[ ]*$")
+      list(APPEND _ops "${CMAKE_MATCH_1}")
+    elseif(_line MATCHES "^  all: *\\[([a-z0-9_, ]*)\\]")
+      string(REPLACE "," ";" _all "${CMAKE_MATCH_1}")
+      foreach(_d IN LISTS _all)
+        string(STRIP "${_d}" _d)
+        list(APPEND _dtypes "${_d}")
+      endforeach()
+    endif()
+  endforeach()
+  list(APPEND _ops copy)  # the core's own op (strided copies), not in the opset
+  if(NOT _ops OR NOT _dtypes)
+    message(FATAL_ERROR "${where}: cannot read the op names (under `ops:`) and dtype names (the `all` dtype "
+                        "group) from ${_yaml}")
+  endif()
+  set_property(GLOBAL PROPERTY _chipdock_opset_ops "${_ops}")
+  set_property(GLOBAL PROPERTY _chipdock_opset_dtypes "${_dtypes}")
+  set_property(GLOBAL PROPERTY _chipdock_opset_file "${_yaml}")
+  set_property(GLOBAL PROPERTY _chipdock_opset_read TRUE)
+endfunction()
+
+# Checks every entry of one UNSUPPORTED_FILES array (`text`, valid JSON):
+# an object with only the keys op, dtypes, reason; `op` an op of the opset
+# or `copy`;
+# `reason` a non-empty string; `dtypes` (optional) an array of dtype names or
+# of coverage labels (dtype names joined by "-", e.g. "float32-bool").
+function(_chipdock_check_unsupported target file text)
+  set(_where "chipdock_add_backend(${target}): ${file}")
+  _chipdock_opset_vocabulary("${_where}")
+  get_property(_ops GLOBAL PROPERTY _chipdock_opset_ops)
+  get_property(_dtypes GLOBAL PROPERTY _chipdock_opset_dtypes)
+  get_property(_yaml GLOBAL PROPERTY _chipdock_opset_file)
+  string(JSON _count LENGTH "${text}")
+  if(_count EQUAL 0)
+    return()
+  endif()
+  math(EXPR _last "${_count} - 1")
+  foreach(_i RANGE ${_last})
+    string(JSON _entry GET "${text}" ${_i})
+    string(JSON _type TYPE "${text}" ${_i})
+    set(_at "${_where}: entry ${_i}")
+    if(NOT _type STREQUAL "OBJECT")
+      message(FATAL_ERROR "${_at} is not an object {\"op\", \"dtypes\", \"reason\"}")
+    endif()
+    string(JSON _keys LENGTH "${_entry}")
+    set(_has_op FALSE)
+    set(_has_reason FALSE)
+    if(_keys GREATER 0)
+      math(EXPR _klast "${_keys} - 1")
+      foreach(_k RANGE ${_klast})
+        string(JSON _key MEMBER "${_entry}" ${_k})
+        if(NOT _key MATCHES "^(op|dtypes|reason)$")
+          message(FATAL_ERROR "${_at}: unknown key \"${_key}\" (an entry has only \"op\", \"dtypes\" "
+                              "and \"reason\")")
+        endif()
+      endforeach()
+    endif()
+    string(JSON _op ERROR_VARIABLE _e GET "${_entry}" op)
+    string(JSON _op_type ERROR_VARIABLE _e TYPE "${_entry}" op)
+    if(_e OR NOT _op_type STREQUAL "STRING")
+      message(FATAL_ERROR "${_at}: \"op\" must be a string naming an op of the opset")
+    endif()
+    set(_at "${_at} (op \"${_op}\")")
+    if(NOT _op IN_LIST _ops)
+      message(FATAL_ERROR "${_at}: \"${_op}\" is not an op of the opset (${_yaml}); "
+                          "op names are the keys under `ops:` there, e.g. add, matmul, conv2d")
+    endif()
+    string(JSON _reason ERROR_VARIABLE _e GET "${_entry}" reason)
+    string(JSON _reason_type ERROR_VARIABLE _e2 TYPE "${_entry}" reason)
+    string(STRIP "${_reason}" _reason)
+    if(_e OR NOT _reason_type STREQUAL "STRING" OR _reason STREQUAL "")
+      message(FATAL_ERROR "${_at}: \"reason\" must be a non-empty string saying why ${_op} is "
+                          "unsupported")
+    endif()
+    string(JSON _dt_type ERROR_VARIABLE _e TYPE "${_entry}" dtypes)
+    if(_e)
+      continue()  # no dtypes: every signature of the op
+    endif()
+    if(NOT _dt_type STREQUAL "ARRAY")
+      message(FATAL_ERROR "${_at}: \"dtypes\" must be an array of dtype names")
+    endif()
+    string(JSON _n LENGTH "${_entry}" dtypes)
+    if(_n EQUAL 0)
+      continue()
+    endif()
+    math(EXPR _nlast "${_n} - 1")
+    foreach(_j RANGE ${_nlast})
+      string(JSON _d GET "${_entry}" dtypes ${_j})
+      string(JSON _d_type TYPE "${_entry}" dtypes ${_j})
+      if(NOT _d_type STREQUAL "STRING")
+        message(FATAL_ERROR "${_at}: dtypes[${_j}] must be a string")
+      endif()
+      string(REPLACE "-" ";" _parts "${_d}")
+      if(_d STREQUAL "" OR _d MATCHES "(^-|-$|--)")
+        set(_parts "")
+      endif()
+      list(JOIN _dtypes ", " _known)
+      if(NOT _parts)
+        message(FATAL_ERROR "${_at}: \"${_d}\" is not a chipdock dtype (one of ${_known}) nor a "
+                            "coverage label (dtype names joined by \"-\", e.g. \"float32-bool\")")
+      endif()
+      list(LENGTH _parts _nparts)
+      foreach(_part IN LISTS _parts)
+        if(NOT _part IN_LIST _dtypes AND _nparts EQUAL 1)
+          message(FATAL_ERROR "${_at}: \"${_d}\" is not a chipdock dtype (one of ${_known})")
+        elseif(NOT _part IN_LIST _dtypes)
+          message(FATAL_ERROR "${_at}: \"${_d}\" names \"${_part}\", which is not a chipdock dtype "
+                              "(one of ${_known}); a coverage label joins dtype names with \"-\", e.g. "
+                              "\"float32-bool\"")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()
+
 function(chipdock_add_backend target)
   cmake_parse_arguments(PARSE_ARGV 1 arg ""
     "NAME;DEVICE_TYPE;VERSION;VENDOR_RUNTIME;RUNTIME_VERSION;DRIVER;DRIVER_MIN_VERSION"
@@ -126,6 +272,15 @@ function(chipdock_add_backend target)
   include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/chipdockAbiVersion.cmake")
   if(_chipdock_abi_major STREQUAL "")
     message(FATAL_ERROR "chipdock_add_backend(${target}): cannot read the ABI version from ${_chipdock_abi_header}")
+  endif()
+
+  # The core and opset versions it is built against (chipdockBuiltWith.cmake): the manifest records them so
+  # that `chipdock doctor` can compare them with what is installed and the dispatcher never hands the backend
+  # an attribute newer than its opset.
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/chipdockBuiltWith.cmake")
+  _chipdock_json_value(_j_CORE_VERSION "${_chipdock_core_version}")
+  if(_chipdock_opset_version STREQUAL "")
+    set(_chipdock_opset_version "null")
   endif()
 
   add_library(${target} MODULE ${arg_SOURCES})
@@ -186,6 +341,11 @@ function(chipdock_add_backend target)
       if(_json_error)
         message(FATAL_ERROR "chipdock_add_backend(${target}): ${_file}: ${_json_error}")
       endif()
+      _chipdock_check_unsupported("${target}" "${_file}" "${_text}")
+    elseif(NOT _chipdock_warned_unchecked)
+      set(_chipdock_warned_unchecked TRUE)
+      message(WARNING "chipdock_add_backend(${target}): CMake ${CMAKE_VERSION} has no string(JSON); the entries "
+                      "of UNSUPPORTED_FILES are not checked against the opset (CMake >= 3.19 checks them)")
     endif()
     if(_entries STREQUAL "")
       continue()
@@ -205,6 +365,8 @@ function(chipdock_add_backend target)
   \"version\": ${_j_VERSION},
   \"library\": \"$<TARGET_FILE_NAME:${target}>\",
   \"abi\": {\"major\": ${_chipdock_abi_major}, \"minor\": ${_chipdock_abi_minor}},
+  \"core_version\": ${_j_CORE_VERSION},
+  \"opset_version\": ${_chipdock_opset_version},
   \"vendor_runtime\": {\"name\": ${_j_VENDOR_RUNTIME}, \"version\": ${_j_RUNTIME_VERSION}},
   \"driver\": {\"name\": ${_j_DRIVER}, \"min_version\": ${_j_DRIVER_MIN_VERSION}}${_environment}${_unsupported}
 }

@@ -111,8 +111,19 @@ def test_installs_library_beside_manifest(toy: Built, record_property: Any) -> N
     assert (toy.build / "toy.chipdock.json").is_file()  # beside the built library too
 
 
+def core_and_opset_version() -> tuple[str, int]:
+    """What the kit stamps into a manifest: the core's version (pyproject.toml) and the opset's (opset.yaml)."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text()
+    opset = (REPO_ROOT / "device_api" / "opset" / "opset.yaml").read_text()
+    core = re.search(r'^version = "([^"]+)"', pyproject, re.M)
+    version = re.search(r"^version: *(\d+)", opset, re.M)
+    assert core and version
+    return core.group(1), int(version.group(1))
+
+
 def test_manifest_fields(toy: Built) -> None:
     major, minor = abi_version()
+    core, opset = core_and_opset_version()
     manifest = json.loads((toy.prefix / "toy.chipdock.json").read_text())
     assert manifest == {
         "schema": 1,
@@ -121,6 +132,8 @@ def test_manifest_fields(toy: Built) -> None:
         "version": "0.1.0",
         "library": "libtoy_backend.so",
         "abi": {"major": major, "minor": minor},
+        "core_version": core,
+        "opset_version": opset,
         "vendor_runtime": {"name": None, "version": None},
         "driver": {"name": None, "min_version": None},
     }

@@ -27,7 +27,8 @@ FROZEN_DIR = REPO_ROOT / "core" / "tests" / "abi_v1_0"
 STRICT = ["-Wall", "-Wextra", "-pedantic", "-Werror"]
 
 ALL_VARIANTS = ["ok", "abi_major_2", "undersized", "null_slot", "no_entry", "refuse",
-                "name_mismatch", "no_devices", "frozen_v1_0", "not_a_library"]
+                "name_mismatch", "no_devices", "copy_kernel", "log_unguarded", "attribute_echo",
+                "frozen_v1_0", "not_a_library", "crash_in_entry", "hang_in_entry", "scale_kernel"]
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +153,23 @@ def test_not_a_library(built: dict[str, Path], drive: Callable[..., Any]) -> Non
     result = drive(library_of(built["not_a_library"]))
     assert result.returncode == 3, str(result)
     assert result.fields["dlopen"].startswith("failed")
+
+
+def test_crash_in_entry(built: dict[str, Path], drive: Callable[..., Any]) -> None:
+    result = drive(library_of(built["crash_in_entry"]))
+    assert result.returncode == -11, str(result)  # SIGSEGV (the driver's buffered output is lost with it)
+
+
+def test_hang_in_entry(built: dict[str, Path], load_driver: Path) -> None:
+    with pytest.raises(subprocess.TimeoutExpired):
+        subprocess.run([str(load_driver), "probe", str(library_of(built["hang_in_entry"]))], capture_output=True,
+                       timeout=2, check=False)
+
+
+def test_scale_kernel(built: dict[str, Path], drive: Callable[..., Any]) -> None:
+    """The kernel hook changes nothing a loader checks (core/tests/test_opset_versions.py runs its kernel)."""
+    result = drive(library_of(built["scale_kernel"]), "run")
+    assert result.returncode == 0 and "run=ok" in result.output, str(result)
 
 
 @pytest.mark.parametrize("variant", ["ok", "frozen_v1_0"])

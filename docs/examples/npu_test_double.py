@@ -40,4 +40,6 @@ with warnings.catch_warnings(record=True) as caught:
     y = chipdock.ops.tanh(chipdock.tensor(np.ones(3), device="npu:0"))
 assert y.device == chipdock.device("npu:0") and np.allclose(y.numpy(), np.tanh(1.0))
 assert any(issubclass(w.category, chipdock.FallbackWarning) for w in caught)
+# The report's reason is the manifest's own, "declared unsupported: <why>" (else "no kernel").
+assert chipdock.fallback_report()[0]["reason"].startswith("declared unsupported: aclnnTanh")
 print("fell back:", chipdock.fallback_report())

@@ -15,6 +15,20 @@ file(STRINGS "${_cd_include}/chipdock/cd_base.h" _cd_abi_lines
 string(REGEX REPLACE ".*CD_ABI_VERSION_MAJOR ([0-9]+).*" "\\1" CHIPDOCK_ABI_MAJOR "${_cd_abi_lines}")
 string(REGEX REPLACE ".*CD_ABI_VERSION_MINOR ([0-9]+).*" "\\1" CHIPDOCK_ABI_MINOR "${_cd_abi_lines}")
 
+# The opset and core versions for the manifest, as chipdockBuiltWith.cmake reads them (null when unknown).
+set(CHIPDOCK_OPSET_VERSION_JSON "null")
+file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/../../device_api/opset/opset.yaml" _cd_opset_line
+     REGEX "^version: *[0-9]+ *$" LIMIT_COUNT 1)
+if(_cd_opset_line MATCHES "^version: *([0-9]+)")
+  set(CHIPDOCK_OPSET_VERSION_JSON "${CMAKE_MATCH_1}")
+endif()
+set(CHIPDOCK_CORE_VERSION_JSON "null")
+file(STRINGS "${CMAKE_CURRENT_SOURCE_DIR}/../../pyproject.toml" _cd_core_lines
+     REGEX "^version *= *\"[^\"]+\"" LIMIT_COUNT 1)
+if(_cd_core_lines MATCHES "\"([^\"]+)\"")
+  set(CHIPDOCK_CORE_VERSION_JSON "\"${CMAKE_MATCH_1}\"")
+endif()
+
 # The backend-support library (errors, core link) from the source tree.
 set(_cd_support "${CMAKE_CURRENT_SOURCE_DIR}/../../device_api/support")
 add_library(chipdock_cpu MODULE ${CHIPDOCK_CPU_SOURCES}

@@ -181,6 +181,12 @@ def _header_abi_version() -> tuple[int, int]:
                  for part in ("MAJOR", "MINOR"))
 
 
+def _read_version(path: Path, pattern: str) -> str:
+    found = re.search(pattern, path.read_text(), re.M)
+    assert found, f"no version in {path}"
+    return found.group(1)
+
+
 EXPECTED_MANIFEST = {
     "schema": 1,
     "name": "cpu",
@@ -188,6 +194,9 @@ EXPECTED_MANIFEST = {
     "version": _pyproject_version(),
     "library": "libchipdock_cpu.so",
     "abi": {"major": _header_abi_version()[0], "minor": _header_abi_version()[1]},
+    # What the kit (or standalone.cmake) was built against: the core (pyproject.toml) and the opset (opset.yaml).
+    "core_version": _read_version(REPO / "pyproject.toml", r'^version = "([^"]+)"'),
+    "opset_version": int(_read_version(REPO / "device_api" / "opset" / "opset.yaml", r"^version: *(\d+)")),
     "vendor_runtime": {"name": "host", "version": None},
     "driver": {"name": None, "min_version": None},
     # OpenMP threads sleep when idle (bench/shared_machine.py); the core sets it before the library loads.

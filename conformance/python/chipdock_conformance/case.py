@@ -53,3 +53,5 @@ class Case:
     quick: bool = True  # also part of --suite quick (full runs everything)
     op: str | None = None  # ops cases: the op and dtype, for coverage and plots
     dtype: str | None = None
+    # ops cases: runs the case and returns its data as well (precision.Execution), for --dump
+    execute: Callable[[Context], Any] | None = None

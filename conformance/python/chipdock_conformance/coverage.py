@@ -76,12 +76,26 @@ def declared_unsupported(device_type: str) -> list[dict[str, Any]]:
     return []
 
 
-def _declared_reason(entries: list[dict[str, Any]], op: str, codes: tuple[int, ...]) -> str | None:
+def entry_matches(entry: dict[str, Any], op: str, codes: tuple[int, ...]) -> bool:
+    """Whether one ``unsupported`` entry covers the signature ``codes`` of ``op`` (device_api/docs/manifest.md).
+
+    Same op, and: no ``dtypes`` (every signature), or a plain dtype name the signature uses anywhere, or a
+    coverage label (names joined by ``-``, as this report prints them) equal to the signature's label."""
+    if entry["op"] != op:
+        return False
+    if not entry["dtypes"]:
+        return True
     from chipdock._dtypes import BY_CODE
 
     names = {BY_CODE[c].name for c in codes}
+    label = _label(codes)
+    return any(d == label if "-" in d else d in names for d in entry["dtypes"])
+
+
+def _declared_reason(entries: list[dict[str, Any]], op: str, codes: tuple[int, ...]) -> str | None:
+    """The reason of the first entry that matches (entries are read in manifest order)."""
     for e in entries:
-        if e["op"] == op and (not e["dtypes"] or names & set(e["dtypes"])):
+        if entry_matches(e, op, codes):
             return str(e["reason"])
     return None
 

@@ -159,3 +159,72 @@ def errors(got: np.ndarray, oracle64: np.ndarray, name: str, bad: np.ndarray | N
     return Errors(max_abs=_finite_float(abs_err.max()), max_rel=_finite_float(rel_err.max()),
                   max_ulp=_finite_float(ulp.max()), mismatches=mism,
                   worst_index=[int(i) for i in np.unravel_index(worst, got.shape)])
+
+
+# ---------------------------------------------------------------------------------------------- the worst element
+
+def _dtype_name(a: np.ndarray) -> str:
+    return "bfloat16" if a.dtype == np_dtype("bfloat16") else a.dtype.name
+
+
+def scalar_text(a: np.ndarray, index: tuple[int, ...]) -> dict[str, str]:
+    """One element of ``a`` as JSON-safe text: its value (the shortest repr that round-trips in its dtype, so
+    -0.0, nan and inf read as such) and, for floats, its bit pattern (what tells +0 from -0 or one NaN from
+    another)."""
+    a = np.asarray(a)
+    v = a[index]
+    name = _dtype_name(a)
+    if name in FLOATS:
+        bits = int(np.asarray(v).reshape(1).view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])[0])
+        return {"value": str(v), "bits": f"0x{bits:0{2 * a.dtype.itemsize}x}"}
+    if name == "bool":
+        return {"value": str(bool(v))}
+    return {"value": str(int(v))}
+
+
+def worst_element(output: int, index: list[int], got: np.ndarray, expected: np.ndarray,
+                  oracle64: np.ndarray | None, inputs: list[tuple[str, np.ndarray | None]],
+                  elementwise: bool) -> dict[str, Any]:
+    """What a report shows of a failing output at its worst index: the inputs there (for an elementwise op,
+    each input broadcast to the output's shape; otherwise only their shapes), the value got and the value
+    expected (the oracle rounded to the output's dtype; ``oracle`` adds the float64 oracle where it is not
+    exact)."""
+    at = tuple(index)
+    got = np.asarray(got)
+    out: dict[str, Any] = {"output": output, "index": list(index), "got": scalar_text(got, at),
+                           "expected": scalar_text(np.asarray(expected).astype(got.dtype), at)}
+    if oracle64 is not None and _dtype_name(got) in FLOATS:
+        o = float(np.asarray(oracle64, np.float64)[at])
+        if o != float(np.asarray(expected).astype(np.float64)[at]):
+            out["oracle"] = repr(o)
+    shown = []
+    for name, a in inputs:
+        if a is None:
+            continue
+        a = np.asarray(a)
+        entry: dict[str, Any] = {"name": name, "dtype": _dtype_name(a), "shape": list(a.shape)}
+        if elementwise:
+            try:
+                entry.update(scalar_text(np.broadcast_to(a, got.shape), at))
+            except ValueError:
+                pass
+        shown.append(entry)
+    out["inputs"] = shown
+    return out
+
+
+def describe_worst(worst: dict[str, Any]) -> str:
+    """One line of a worst element: ``at [1]: x = -0.0 (0x80000000); got 0.0 (0x00000000), expected -0.0
+    (0x80000000)``."""
+
+    def show(v: dict[str, Any]) -> str:
+        return f"{v['value']} ({v['bits']})" if "bits" in v else str(v["value"])
+
+    parts = [f"{i['name']} = {show(i)}" for i in worst.get("inputs", []) if "value" in i]
+    if not parts and worst.get("inputs"):
+        parts = [f"{i['name']}: {tuple(i['shape'])}" for i in worst["inputs"]]
+    line = f"at {worst['index']}: " + (", ".join(parts) + "; " if parts else "")
+    line += f"got {show(worst['got'])}, expected {show(worst['expected'])}"
+    if "oracle" in worst:
+        line += f" (exact {worst['oracle']})"
+    return line

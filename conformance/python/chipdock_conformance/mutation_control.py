@@ -174,11 +174,13 @@ def write_manifest(
     library: str = PROXY_FILE,
     environment: Mapping[str, str] | None = None,
     unsupported: Iterable[Mapping[str, Any]] | None = None,
+    opset_version: int | None = None,
 ) -> Path:
     """Writes the proxy's manifest into `folder` (the library, a file of that
     folder, is named by file name), for a proxy wrapping the backend
     `target_name`: the backend is then ``mutant-<target_name>``, device type
-    ``mutant``. `environment` and `unsupported` are usually the target's."""
+    ``mutant``. `environment`, `unsupported` and `opset_version` are usually the target's (the proxy forwards
+    its kernels, so the dispatcher must hand them what the target was built for)."""
     template = _template()
     name = f"mutant-{target_name}"
     manifest: dict[str, Any] = {
@@ -191,6 +193,8 @@ def write_manifest(
         "vendor_runtime": {"name": None, "version": None},
         "driver": {"name": None, "min_version": None},
     }
+    if opset_version is not None:
+        manifest["opset_version"] = opset_version
     if environment:
         manifest["environment"] = dict(environment)
     if unsupported:
@@ -232,7 +236,8 @@ def prepare(
         shutil.copyfile(target, copy)  # a real copy: a separate instance when loaded
         target = copy
     manifest_path = write_manifest(
-        out, name, environment=manifest.get("environment"), unsupported=manifest.get("unsupported")
+        out, name, environment=manifest.get("environment"), unsupported=manifest.get("unsupported"),
+        opset_version=manifest.get("opset_version"),
     )
     control = write_control(out / CONTROL_FILE)
     return {ENV_PLUGIN_PATH: str(manifest_path), ENV_TARGET: str(target), ENV_CONTROL: str(control)}

@@ -273,8 +273,12 @@ def _finite_max(units: np.ndarray) -> float:
 
 
 def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, reference: list[np.ndarray] | None = None,
-          ) -> CaseResult:
-    """The verdict on a device's outputs against the oracle (and for ``tolerance``, the reference's)."""
+          inputs: Arrays | None = None) -> CaseResult:
+    """The verdict on a device's outputs against the oracle (and for ``tolerance``, the reference's).
+
+    A failure names, at the first failing output's worst index, the value got and the value expected (bit
+    patterns for floats) and, given ``inputs`` (the case's host arrays), the inputs there; ``metrics["worst"]``
+    holds the same (``metrics.worst_element``)."""
     prec = precision_of(op_name)
     cls = prec.get("class", "exact")
     metrics: dict[str, Any] = {}
@@ -299,6 +303,7 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
                        out_dtype, bad, bad.astype(np.float64))
             ok = not bad.any()
             detail = f"{e.mismatches} of {g.size} differ bit for bit"
+            expected = w
         elif kind == "ulp":
             bound = float(override(op_name, out_dtype, "ulp") if override(op_name, out_dtype, "ulp") is not None
                           else prec["ulp"][out_dtype])
@@ -312,6 +317,7 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             ok = not bad.any()
             detail = (f"{int(wrong_zero.sum())} zeros of the wrong sign, the first at {e.worst_index}"
                       if wrong_zero.any() else f"max {e.max_ulp:.3g} ulp > {bound:g} at {e.worst_index}")
+            expected = round_to(o, out_dtype)
         else:
             if want.magnitude is None:
                 raise ValueError(f"the oracle of {op_name} gives no magnitude for the tolerance class")
@@ -336,8 +342,15 @@ def judge(op_name: str, dtype: str, got: list[np.ndarray], want: Result, referen
             if np.isinf(dev_units):
                 detail = (f"{int(np.isinf(units).sum())} values whose NaN-ness, infinity or zero sign differs from "
                           f"the oracle's, the first at {e.worst_index}")
+            expected = round_to(o, out_dtype)
         _merge(metrics, e.as_dict(), tol, source)
         if not ok:
+            if "worst" not in metrics and g.size:
+                metrics["worst"] = M.worst_element(
+                    k, e.worst_index, g, expected, o if out_dtype in FLOATS else None,
+                    list(zip(_input_names(op_name, len(inputs or [])), inputs or [], strict=True)),
+                    _spec()["ops"][op_name].get("shape") in ("same", "broadcast"))
+                detail += "; " + M.describe_worst(metrics["worst"])
             failures.append(f"output {k} ({out_dtype}): {detail}")
     return CaseResult("fail" if failures else "pass", "; ".join(failures), metrics)
 
@@ -1166,31 +1179,58 @@ def _registered(device: str) -> dict[str, list[list[int]]]:
     return out
 
 
+@dataclass
+class Execution:
+    """Everything one run of an op case used and produced (what ``chipdock conformance --dump`` writes)."""
+
+    op: str
+    case_id: str
+    signature: Signature
+    arrays: Arrays  # the inputs as uploaded (host arrays in the case dtypes; None: an absent optional input)
+    attrs: dict[str, Any]  # as passed to chipdock.ops (keys starting with "_" are the recipe's own)
+    layouts: list[str]  # the memory layout of each input (values.LAYOUTS)
+    got: list[np.ndarray] = field(default_factory=list)  # the device's outputs
+    want: Result | None = None  # the float64 oracle
+    reference: list[np.ndarray] | None = None  # the reference's outputs (tolerance class only)
+    result: CaseResult = field(default_factory=lambda: CaseResult("fail", "not run"))
+
+
+def execute(op_name: str, case_id: str, variant: Variant, sig: Signature, ctx: Context) -> Execution:
+    """Runs one op case and keeps its data; ``result`` is the case's verdict."""
+    gen = V.rng(ctx.seed, case_id)
+    arrays, attrs = variant.build(gen)
+    ex = Execution(op_name, case_id, sig, arrays, attrs, list(input_layouts(variant.layout, len(arrays))))
+    oracle = ORACLES.get(op_name)
+    if oracle is None:
+        ex.result = CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
+        return ex
+    guarded = _guard_on(ctx.device)
+    before = _fallbacks(ctx.device, op_name)
+    try:
+        ex.got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
+    except InputChanged as exc:
+        ex.result = _with_guard(CaseResult("fail", str(exc)), _guard_violations(ctx.device) if guarded else [])
+        return ex
+    violations = _guard_violations(ctx.device) if guarded else []
+    if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
+        ex.result = CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
+        return ex
+    ex.want = oracle(arrays, with_defaults(op_name, attrs))  # type: ignore[arg-type]
+    if precision_of(op_name).get("class") == "tolerance" and any(g.dtype.kind == "f" or g.dtype.name == "bfloat16"
+                                                                  for g in ex.got):
+        # The reference judged against itself would always pass: it gets the floor alone.
+        if _device_label(ctx.reference) != _device_label(ctx.device):
+            ex.reference = run_op(op_name, arrays, attrs, ctx.reference, variant.layout)
+    ex.result = _with_guard(judge(op_name, sig.main, ex.got, ex.want, ex.reference, arrays), violations)
+    return ex
+
+
 def _runner(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Callable[[Context], CaseResult]:
-    def run(ctx: Context) -> CaseResult:
-        gen = V.rng(ctx.seed, case_id)
-        arrays, attrs = variant.build(gen)
-        oracle = ORACLES.get(op_name)
-        if oracle is None:
-            return CaseResult("fail", f"no oracle for {op_name} in chipdock_conformance.oracles")
-        guarded = _guard_on(ctx.device)
-        before = _fallbacks(ctx.device, op_name)
-        try:
-            got = run_op(op_name, arrays, attrs, ctx.device, variant.layout)
-        except InputChanged as exc:
-            return _with_guard(CaseResult("fail", str(exc)), _guard_violations(ctx.device) if guarded else [])
-        violations = _guard_violations(ctx.device) if guarded else []
-        if _device_label(ctx.device) != "cpu:0" and _fallbacks(ctx.device, op_name) > before:
-            return CaseResult("fail", f"{op_name} ran on the CPU fallback (CHIPDOCK_DENY_OPS?), not on {ctx.device}")
-        want = oracle(arrays, with_defaults(op_name, attrs))  # type: ignore[arg-type]
-        reference = None
-        if precision_of(op_name).get("class") == "tolerance" and any(g.dtype.kind == "f" or g.dtype.name == "bfloat16"
-                                                                      for g in got):
-            # The reference judged against itself would always pass: it gets the floor alone.
-            if _device_label(ctx.reference) != _device_label(ctx.device):
-                reference = run_op(op_name, arrays, attrs, ctx.reference, variant.layout)
-        return _with_guard(judge(op_name, sig.main, got, want, reference), violations)
-    return run
+    return lambda ctx: execute(op_name, case_id, variant, sig, ctx).result
+
+
+def _executor(op_name: str, case_id: str, variant: Variant, sig: Signature) -> Callable[[Context], Execution]:
+    return lambda ctx: execute(op_name, case_id, variant, sig, ctx)
 
 
 def _with_guard(result: CaseResult, violations: list[str]) -> CaseResult:
@@ -1232,8 +1272,8 @@ def collect(ctx: Context) -> list[Case]:
                 if ctx.level == "quick" and not quick:
                     continue
                 cases.append(Case(cid, "ops", f"ops.{op_name}", _runner(op_name, cid, v, sig), quick, op_name,
-                                  sig.label))
+                                  sig.label, _executor(op_name, cid, v, sig)))
     return cases
 
 
-__all__ = ["Signature", "Variant", "collect", "judge", "run_op", "signatures", "variants"]
+__all__ = ["Execution", "Signature", "Variant", "collect", "execute", "judge", "run_op", "signatures", "variants"]

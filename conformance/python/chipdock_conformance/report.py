@@ -23,7 +23,8 @@ from typing import Any
 
 SCHEMA = 1
 METRIC_RTOL = 0.01  # a metric that moved by more than 1 % (relative) counts as a change against the baseline
-IGNORED_METRICS = ("worst_index",)  # moves with any tiny change of the data; not a change worth a line
+# move with any tiny change of the data; not a change worth a line (worst: the values at worst_index)
+IGNORED_METRICS = ("worst_index", "worst")
 FAILURES_SHOWN = 50  # failures listed in the terminal; the reports have all of them
 
 
@@ -218,6 +219,14 @@ def _first_line(text: str, limit: int = 240) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def worst_line(record: dict[str, Any]) -> str:
+    """The inputs, got and expected at a failed precision case's worst index (metrics["worst"]), or ""."""
+    from .metrics import describe_worst
+
+    worst = (record.get("metrics") or {}).get("worst")
+    return describe_worst(worst) if isinstance(worst, dict) and "index" in worst else ""
+
+
 def format_seconds(seconds: float) -> str:
     return f"{seconds:.1f}" if seconds < 100 or not math.isfinite(seconds) else f"{seconds:.0f}"
 
@@ -259,7 +268,11 @@ def print_summary(report: dict[str, Any], directory: Path) -> None:
     if failures:
         console.print(f"[bold red]{len(failures)} failed:[/]")
         for r in failures[:FAILURES_SHOWN]:
-            console.print(f"  [red]FAIL[/] {escape(r['id'])}: {escape(_first_line(r['reason']))}", soft_wrap=True)
+            shown = _first_line(r["reason"])
+            console.print(f"  [red]FAIL[/] {escape(r['id'])}: {escape(shown)}", soft_wrap=True)
+            worst = worst_line(r)
+            if worst and worst not in shown:  # cut off with a long reason: the values still get a line
+                console.print(f"       {escape(worst)}", soft_wrap=True)
         if len(failures) > FAILURES_SHOWN:
             console.print(f"  ... and {len(failures) - FAILURES_SHOWN} more (see the report)")
     console.print(escape(coverage_line(report.get("coverage"))), soft_wrap=True)

@@ -224,8 +224,26 @@ def failures_section(records: list[dict[str, Any]]) -> str:
         if r["metrics"]:
             details = f"metrics: {json.dumps(r['metrics'])}\n{details}"
         more = f"<details><summary>details</summary><pre>{_e(details)}</pre></details>" if details.strip() else ""
-        rows.append([_td(r["id"]), f"<td>{_e(r['reason'])}{more}</td>"])
+        rows.append([_td(r["id"]), f"<td>{_e(r['reason'])}{worst_table(r['metrics'].get('worst'))}{more}</td>"])
     return _table(["case", "reason"], rows)
+
+
+def worst_table(worst: Any) -> str:
+    """A failed precision case's worst element: each input there, the value got and the value expected, with
+    their bit patterns (floats), as a small table; "" when the case has none."""
+    if not isinstance(worst, dict) or "index" not in worst:
+        return ""
+    rows = []
+    for i in worst.get("inputs", []):
+        value = i.get("value", f"shape {tuple(i.get('shape', []))}")
+        rows.append([_td(f"input {i.get('name')}"), _td(i.get("dtype", "")), _td(value), _td(i.get("bits", ""))])
+    for label in ("got", "expected"):
+        v = worst.get(label) or {}
+        rows.append([_td(label), _td(""), _td(v.get("value", "")), _td(v.get("bits", ""))])
+    if "oracle" in worst:
+        rows.append([_td("exact (float64)"), _td(""), _td(worst["oracle"]), _td("")])
+    return (f"<p>output {_e(worst.get('output'))} at {_e(worst['index'])}:</p>"
+            + _table(["", "dtype", "value", "bits"], rows))
 
 
 def baseline_section(baseline: dict[str, Any] | None) -> str:

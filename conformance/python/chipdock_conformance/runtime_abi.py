@@ -325,9 +325,22 @@ def _check_accepted(s: Session, result: dict[str, Any], what: str, kernels_may_f
     if code != 0 and not (kernels_may_fail and message):
         raise CheckFailed(f"{what}: kernels_register failed with status {code}: {message or '(no message)'}")
     if result["services"]["beyond_struct_size"]:
-        raise CheckFailed(f"{what}: the plugin called a core service past the core's struct_size "
-                          f"({result['services']['beyond_struct_size']} times)")
+        raise CheckFailed(f"{what}: {_beyond_struct_size(result)}")
     return result["services"]
+
+
+def _beyond_struct_size(result: dict[str, Any]) -> str:
+    """Which core services the plugin called that the core's struct_size does not hold, and how to guard them."""
+    size = result.get("core_struct_size")
+    beyond = result.get("beyond_struct_size") or {}
+    if not beyond:  # a core binding that counts the calls only
+        return (f"the plugin called a core service past the core's struct_size "
+                f"({result['services']['beyond_struct_size']} times)")
+    named = ", ".join(f"{service} ({b['calls']} {'call' if b['calls'] == 1 else 'calls'}; it needs "
+                      f"struct_size >= {b['size_needed']})" for service, b in beyond.items())
+    first = next(iter(beyond))
+    return (f"the plugin called core services past the core's struct_size of {size} bytes: {named}; check "
+            f"core->struct_size >= CD_STRUCT_SIZE(cd_core_api, {first}) before calling it")
 
 
 def _kernel_count(kind: str) -> int:

@@ -574,6 +574,10 @@ struct ServiceCounts {
   std::atomic<int> workspace_allocate{0};
   std::atomic<int> log{0};
   std::atomic<int> beyond_struct_size{0};  // services called that lie past struct_size
+  // ... and which: calls of each service the synthetic core's struct_size does not hold
+  std::atomic<int> beyond_kernel_register{0};
+  std::atomic<int> beyond_workspace_allocate{0};
+  std::atomic<int> beyond_log{0};
 };
 ServiceCounts g_counts;
 std::mutex g_negotiate_mutex;  // the counters belong to one negotiation at a time
@@ -591,13 +595,18 @@ cd_status_t fake_workspace_allocate(const cd_kernel_context*, size_t, void** out
 void fake_log(cd_log_level_t, const char*) noexcept { ++g_counts.log; }
 cd_status_t trap_kernel_register(cd_kernel_registry*, const cd_kernel_def*) noexcept {
   ++g_counts.beyond_struct_size;
+  ++g_counts.beyond_kernel_register;
   return CD_STATUS_INTERNAL;
 }
 cd_status_t trap_workspace_allocate(const cd_kernel_context*, size_t, void**) noexcept {
   ++g_counts.beyond_struct_size;
+  ++g_counts.beyond_workspace_allocate;
   return CD_STATUS_INTERNAL;
 }
-void trap_log(cd_log_level_t, const char*) noexcept { ++g_counts.beyond_struct_size; }
+void trap_log(cd_log_level_t, const char*) noexcept {
+  ++g_counts.beyond_struct_size;
+  ++g_counts.beyond_log;
+}
 
 // A cd_core_api claiming `major.minor` and `struct_size`, stored in a block
 // of max(struct_size, sizeof) bytes; services past struct_size are traps.
@@ -645,6 +654,7 @@ py::dict negotiate(const std::string& library_path, int32_t major, int32_t minor
                    bool null_core) {
   std::lock_guard<std::mutex> lock(g_negotiate_mutex);
   g_counts.kernel_register = g_counts.workspace_allocate = g_counts.log = g_counts.beyond_struct_size = 0;
+  g_counts.beyond_kernel_register = g_counts.beyond_workspace_allocate = g_counts.beyond_log = 0;
   py::dict out;
   out["loaded"] = false;
   out["accepted"] = false;
@@ -681,6 +691,17 @@ py::dict negotiate(const std::string& library_path, int32_t major, int32_t minor
                              py::arg("workspace_allocate") = g_counts.workspace_allocate.load(),
                              py::arg("log") = g_counts.log.load(),
                              py::arg("beyond_struct_size") = g_counts.beyond_struct_size.load());
+  // Each service the plugin called past the core's struct_size: its calls and the size that would hold it.
+  py::dict beyond;
+  auto add = [&](const char* service, int calls, size_t end) {
+    if (calls > 0) beyond[service] = py::dict(py::arg("calls") = calls, py::arg("size_needed") = end);
+  };
+  add("kernel_register", g_counts.beyond_kernel_register.load(), CD_STRUCT_SIZE(cd_core_api, kernel_register));
+  add("workspace_allocate", g_counts.beyond_workspace_allocate.load(),
+      CD_STRUCT_SIZE(cd_core_api, workspace_allocate));
+  add("log", g_counts.beyond_log.load(), CD_STRUCT_SIZE(cd_core_api, log));
+  out["beyond_struct_size"] = beyond;
+  out["core_struct_size"] = struct_size;
   return out;
 }
 

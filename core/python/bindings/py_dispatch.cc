@@ -173,6 +173,7 @@ void register_op(const py::dict& d) {
     if (a.contains("finite")) spec.finite = a["finite"].cast<bool>();
     spec.length = a["length"].cast<int64_t>();
     spec.choices = a["choices"].cast<std::vector<std::string>>();
+    if (a.contains("since") && !a["since"].is_none()) spec.since = a["since"].cast<int32_t>();
     // Store the default in the kind the kernel will see.
     if (!spec.required) {
       Attribute& def = spec.default_value;
@@ -189,6 +190,7 @@ void register_op(const py::dict& d) {
   op.shape_rule = d["shape"].cast<std::string>();
   op.view = d["view"].cast<bool>();
   op.nonempty = d["nonempty"].cast<bool>();
+  if (d.contains("since") && !d["since"].is_none()) op.since = d["since"].cast<int32_t>();
   Opset::instance().add(std::move(op));
 }
 
@@ -416,6 +418,17 @@ void register_dispatch(py::module_& m) {
   });
   m.def("set_denied_ops", &set_denied_ops, py::arg("device_type"), py::arg("ops"));
   m.def("denied_ops", &denied_ops, py::arg("device_type"));
+  m.def(
+      "set_declared_unsupported",
+      [](const std::string& device_type,
+         const std::vector<std::tuple<std::string, std::vector<std::string>, std::string>>& entries) {
+        std::vector<DeclaredUnsupported> list;
+        for (const auto& [op, dtypes, reason] : entries) list.push_back({op, dtypes, reason});
+        set_declared_unsupported(device_type, list);
+      },
+      py::arg("device_type"), py::arg("entries"),
+      "The manifest's unsupported list of `device_type`'s backend, as (op, dtypes, reason): the reason of a "
+      "fallback it declares.");
   m.def("reset_fallback_records", &reset_fallback_records);
   m.def("fallback_records", [] {
     py::list out;

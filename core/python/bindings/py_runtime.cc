@@ -17,6 +17,9 @@ Manifest manifest_from_dict(const py::dict& d) {
   m.library_path = py::str(d["library_path"]);
   m.abi_major = d["abi_major"].cast<int32_t>();
   m.abi_minor = d["abi_minor"].cast<int32_t>();
+  if (d.contains("opset_version") && !d["opset_version"].is_none()) {
+    m.opset_version = d["opset_version"].cast<int32_t>();
+  }
   return m;
 }
 
@@ -30,6 +33,7 @@ py::dict plugin_info(Plugin& p) {
   d["device_count"] = p.device_count();
   d["device_error"] = backend_text(p.device_error());
   d["kernel_count"] = p.kernels().size();
+  d["opset_version"] = p.opset_version();
   d["library_path"] = p.manifest().library_path;
   d["manifest_path"] = p.manifest().manifest_path;
   return d;

@@ -51,6 +51,7 @@ from ._runtime import (
     get_default_device,
     include_dir,
     memory_stats,
+    opset_docs,
     reset_peak_memory_stats,
     set_default_device,
     stream,
@@ -81,6 +82,7 @@ __all__ = [
     "__version__", "_resolve_device", "backends", "bfloat16", "bool_", "cmake_dir", "current_stream",
     "default_stream", "deny_ops", "device", "devices", "dtype", "empty", "empty_cache", "fallback_policy",
     "fallback_report", "float16", "float32", "float64", "from_dlpack", "get_default_device", "include_dir", "int16",
-    "int32", "int64", "int8", "is_pinned", "memory_stats", "ops", "pinned_empty", "reset_peak_memory_stats",
-    "set_default_device", "set_fallback_policy", "stream", "synchronize", "tensor", "uint8", "zeros",
+    "int32", "int64", "int8", "is_pinned", "memory_stats", "ops", "opset_docs", "pinned_empty",
+    "reset_peak_memory_stats", "set_default_device", "set_fallback_policy", "stream", "synchronize", "tensor", "uint8",
+    "zeros",
 ]

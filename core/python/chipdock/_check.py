@@ -172,5 +172,6 @@ def run_check() -> dict[str, Any]:
         "devices": [{**asdict(r), "ok": r.ok} for r in results],
         # What the backends logged as warnings while loading (a setting they clamped, a library they could not
         # use): the check passes, but the user should read them.
-        "warnings": [message for level, message in _runtime._C.plugin_log() if level >= _LOG_WARNING],
+        "warnings": [message for level, message in _runtime._C.plugin_log() if level >= _LOG_WARNING]
+        + [f"{b.name}: {w}" for b in backends for w in b.warnings],  # built against a newer core or opset
     }

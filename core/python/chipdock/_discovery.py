@@ -61,6 +61,13 @@ class BackendInfo:
     device_count: int = 0
     device_error: str = ""
     kernel_count: int = 0
+    # What the backend was built against (manifest `core_version`, `opset_version`): "" / 1 with
+    # opset_declared False when the manifest predates the fields.
+    core_version: str = ""
+    opset_version: int = 1
+    opset_declared: bool = False
+    # Accepted, but worth reading: built against a newer core or opset than this one.
+    warnings: list[str] = field(default_factory=list)
     # The manifest's environment defaults: NAME -> what happened ("set to X",
     # or "already X: left alone").
     environment: dict[str, str] = field(default_factory=dict)
@@ -196,6 +203,46 @@ def _environment(entries: Any) -> dict[str, str]:
         if not isinstance(value, str) or not value:
             raise ManifestError(f"manifest field 'environment.{name}' must be a non-empty string, got {value!r}")
     return dict(entries)
+
+
+def _built_against(data: dict[str, Any]) -> tuple[str, int | None]:
+    """``core_version`` (a string or null) and ``opset_version`` (an int >= 1 or null); absent means unknown."""
+    core = data.get("core_version")
+    if core is not None and (not isinstance(core, str) or not core.strip()):
+        raise ManifestError(f"manifest field 'core_version' must be a non-empty string or null, got {core!r}")
+    opset = data.get("opset_version")
+    if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or not 1 <= opset < 2**31):
+        raise ManifestError(f"manifest field 'opset_version' must be an integer in [1, 2^31) or null, got {opset!r}")
+    return core or "", opset
+
+
+_RELEASE = re.compile(r"v?(\d+(?:\.\d+)*)")
+
+
+def release(version: str) -> tuple[int, ...] | None:
+    """The numeric release part of a version string (``"0.2.0rc1"`` -> (0, 2, 0)), None when it has none."""
+    found = _RELEASE.match(version.strip())
+    if not found:
+        return None
+    parts = [int(p) for p in found.group(1).split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def version_warnings(manifest: dict[str, Any], core_version: str, core_opset: int) -> list[str]:
+    """What to say about a backend built against a newer core or opset than this one (it is still loaded: the
+    ABI negotiates minor differences by size, device_api/docs/abi.md)."""
+    out = []
+    built, here = release(manifest.get("core_version") or ""), release(core_version)
+    if built is not None and here is not None and built > here:
+        out.append(f"built against chipdock {manifest['core_version']}, newer than this core {core_version}: "
+                   f"features it relies on may be missing; upgrade chipdock to >= {manifest['core_version']}")
+    opset = manifest.get("opset_version")
+    if opset is not None and opset > core_opset:
+        out.append(f"built against opset {opset}, newer than this core's opset {core_opset}: its kernels of ops "
+                   "changed since may expect attributes this core does not pass; upgrade chipdock")
+    return out
 
 
 def _file_kind(mode: int) -> str:
@@ -340,6 +387,7 @@ def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
     unsupported = _unsupported(data.get("unsupported"))
     environment = _environment(data.get("environment"))
     vendor_runtime, driver = _informational(data, "vendor_runtime"), _informational(data, "driver")
+    core_version, opset_version = _built_against(data)
     # Relative to the manifest's real folder: a symlinked manifest names the library beside the file it links to.
     manifest = Path(os.path.realpath(path))
     library = _library(_require(data, "library", str), manifest.parent)
@@ -355,4 +403,8 @@ def read_manifest(path: Path, core_abi_major: int) -> dict[str, Any]:
         "abi_minor": minor,
         "vendor_runtime": vendor_runtime,
         "driver": driver,
+        "core_version": core_version,
+        # The core treats a manifest without the field as opset 1 (the first opset).
+        "opset_version": opset_version if opset_version is not None else 1,
+        "opset_declared": opset_version is not None,
     }

@@ -41,7 +41,11 @@ def deny_ops(device_type: str, ops: Iterable[str]) -> None:
 
 
 def fallback_report() -> list[dict[str, object]]:
-    """Every fallback so far: device type, op, dtypes, count and reason."""
+    """Every fallback so far: device type, op, dtypes, count and reason.
+
+    The reason is "declared unsupported: <reason>" when the backend's manifest lists the op (and a dtype of
+    the signature, or its coverage label such as "float32-bool"; the first entry that matches wins) under
+    ``unsupported``, "the op is denied on <type>" for ``deny_ops``, and "no kernel" otherwise."""
     return list(_C.fallback_records())
 
 

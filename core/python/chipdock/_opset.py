@@ -44,7 +44,23 @@ def _types(spec: dict[str, Any], types: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
-def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
+def opset_version() -> int:
+    """The version of the opset this core implements (opset.yaml's ``version``)."""
+    return int(load_spec()["version"])
+
+
+def _since(where: str, value: Any, floor: int, version: int) -> int:
+    """A ``since`` field: an int in [floor, version] (an op's default: 1; an attribute's: its op's)."""
+    if value is None:
+        return floor
+    if not isinstance(value, int) or isinstance(value, bool) or not floor <= value <= version:
+        raise ValueError(f"opset.yaml: {where}: 'since' must be an opset version in [{floor}, {version}] "
+                         f"(the op's, or 1, up to the opset's version {version}), got {value!r}")
+    return value
+
+
+def _attributes(attrs: dict[str, Any], op_name: str = "", op_since: int = 1,
+                version: int = 1) -> list[dict[str, Any]]:
     out = []
     for name, a in (attrs or {}).items():
         default = a.get("default")
@@ -56,6 +72,7 @@ def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
             "length": int(a.get("length", -1)),
             "choices": list(a.get("choices", [])),
             "doc": a.get("doc", ""),
+            "since": _since(f"{op_name}.{name}", a.get("since"), op_since, version),
         })
     return out
 
@@ -63,15 +80,18 @@ def _attributes(attrs: dict[str, Any]) -> list[dict[str, Any]]:
 def op_table() -> dict[str, dict[str, Any]]:
     """Every op, in the form the core's register_op takes."""
     spec = load_spec()
+    version = opset_version()
     table = {}
     for name, op in spec["ops"].items():
+        since = _since(name, op.get("since"), 1, version)
         table[name] = {
+            "since": since,
             "name": name,
             "doc": op["doc"],
             "inputs": _args(op["inputs"]),
             "outputs": _args(op["outputs"]),
             "types": _types(spec, op["types"]),
-            "attributes": _attributes(op.get("attributes", {})),
+            "attributes": _attributes(op.get("attributes", {}), name, since, version),
             "output_dtype": {k: v.split(":", 1)[1] for k, v in (op.get("output_dtype") or {}).items()},
             "shape": op["shape"],
             "view": bool(op.get("view")),

@@ -20,6 +20,7 @@ DeviceLike = Device | str | None
 _lock = threading.RLock()
 _backends: list[BackendInfo] | None = None
 _default_device: Device | None = None
+_skipped: dict[str, str] = {}  # manifest path -> reason (skip_plugins)
 
 
 def _load_all() -> list[BackendInfo]:
@@ -58,8 +59,13 @@ def _load_one(cand: _discovery.Candidate) -> BackendInfo:
         manifest_path=manifest["manifest_path"], device_type=manifest["device_type"],
         version=manifest["version"], abi_version=f"{manifest['abi_major']}.{manifest['abi_minor']}",
         library_path=manifest["library_path"], vendor_runtime=manifest["vendor_runtime"],
-        driver=manifest["driver"],
+        driver=manifest["driver"], core_version=manifest["core_version"],
+        opset_version=manifest["opset_version"], opset_declared=manifest["opset_declared"],
     )
+    skipped = _skipped.get(str(cand.manifest_path))
+    if skipped:  # chipdock doctor: its probe in a child process crashed or hung, so it is never opened here
+        info.reason = skipped
+        return info
     info.environment = _apply_environment(manifest["environment"])
     try:
         loaded = _C.load_plugin(manifest)
@@ -72,7 +78,25 @@ def _load_one(cand: _discovery.Candidate) -> BackendInfo:
     info.device_count = loaded["device_count"]
     info.device_error = loaded["device_error"]
     info.kernel_count = loaded["kernel_count"]
+    # A fallback of an op the manifest declares unsupported gives the manifest's reason, not "no kernel".
+    _C.set_declared_unsupported(info.device_type,
+                                [(e["op"], list(e["dtypes"]), e["reason"]) for e in manifest["unsupported"]])
+    from ._opset import opset_version
+
+    info.warnings = _discovery.version_warnings(
+        {"core_version": info.core_version, "opset_version": manifest["opset_version"] if info.opset_declared
+         else None}, _C.__version__, opset_version())
     return info
+
+
+def skip_plugins(reasons: dict[str, str]) -> None:
+    """Refuses, with the reason given, the plugins whose manifest paths (as discovery lists them) are keys of
+    `reasons`, without opening their libraries. For ``chipdock doctor``, whose probes in child processes found
+    them crashing or hanging; must be called before the first backends() or devices()."""
+    with _lock:
+        if _backends is not None:
+            raise RuntimeError("skip_plugins must be called before the backends are loaded")
+        _skipped.update(reasons)
 
 
 def _apply_environment(defaults: dict[str, str]) -> dict[str, str]:
@@ -208,8 +232,14 @@ def include_dir() -> str:
     return str(Path(__file__).parent / "include")
 
 
+def opset_docs() -> str:
+    """The opset's semantics (``opset/README.md`` in the wheel): what the dispatcher guarantees a kernel
+    (attributes, broadcasting, outputs, signatures). ``opset.yaml``, the machine-readable spec, lies beside it."""
+    return str(Path(__file__).parent / "opset" / "README.md")
+
+
 __all__ = [
     "BackendInfo", "Device", "Event", "Stream", "backends", "cmake_dir", "current_stream",
     "default_stream", "device", "devices", "empty_cache", "get_default_device", "include_dir",
-    "memory_stats", "reset_peak_memory_stats", "set_default_device", "stream", "synchronize",
+    "memory_stats", "opset_docs", "reset_peak_memory_stats", "set_default_device", "stream", "synchronize",
 ]

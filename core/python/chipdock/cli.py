@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import platform
 import re
 import sys
 from collections.abc import Callable
@@ -102,30 +100,31 @@ def check(as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def doctor(as_json: bool) -> None:
-    """Explain the installation: versions, plugins, why each was accepted or refused."""
-    import chipdock
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=30.0, show_default=True,
+              help="Seconds each plugin's probe (a child process loading just that plugin) may take before the "
+                   "plugin counts as hung and the probe is killed.")
+def doctor(as_json: bool, timeout: float) -> None:
+    """Explain the installation: versions, plugins, why each was accepted or refused.
 
-    from ._check import device_runtimes
+    Every plugin is first loaded alone in a child process, so one that crashes or hangs while loading is named
+    (and never loaded here) while the others are still reported.
+    """
+    from ._doctor import collect
 
-    devices = chipdock.devices()
-    runtimes = device_runtimes(devices)
-    info: dict[str, Any] = {
-        "core_version": chipdock.__version__,
-        "abi_version": "{}.{}".format(*chipdock.ABI_VERSION),
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cmake_dir": chipdock.cmake_dir(),
-        "environment": {k: os.environ[k] for k in ENV_VARS if k in os.environ},
-        "backends": [{**b.as_dict(), "runtime": runtimes.get(b.name, "")} for b in chipdock.backends()],
-        "devices": [{"device": str(d), **d.properties()} for d in devices],
-        "plugin_log": [{"level": lvl, "message": msg} for lvl, msg in chipdock._C.plugin_log()],
-    }
+    info = collect(timeout)
+    from ._compat import matrix_report
+
+    info["compatibility_matrix"] = matrix_report(info["backends"])
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
     console = _console()
-    for key in ("core_version", "abi_version", "python", "platform", "cmake_dir"):
+    _print_doctor(info, console)
+
+
+def _print_doctor(info: dict[str, Any], console: Console) -> None:
+    """The text form of ``chipdock doctor``: installation, backends, device types, devices, log, problems."""
+    for key in ("core_version", "abi_version", "opset_version", "python", "platform", "cmake_dir"):
         console.print(f"[bold]{key}[/]: {_plain(info[key])}")
     environment = _plain(info["environment"]) if info["environment"] else "(none of " + ", ".join(ENV_VARS) + ")"
     console.print(f"[bold]environment[/]: {environment}")
@@ -136,10 +135,33 @@ def doctor(as_json: bool) -> None:
             verdict += f" on {p['runtime']}"
         console.print(f"\n[bold]{p['name']}[/] {p['version']} (ABI {p['abi_version'] or '?'}) {verdict}")
         console.print(f"  source: {p['source']}\n  manifest: {p['manifest_path']}\n  library: {p['library_path']}")
+        probe = b["probe"]
+        mark = "[red]" + probe["outcome"] + "[/]" if probe["outcome"] in ("crashed", "hung", "failed") \
+            else probe["outcome"]
+        console.print(f"  probe (child process): {mark}" + (f" in {probe['seconds']:.2f} s" if "seconds" in probe
+                                                             else "") + (f": {_plain(probe['detail'])}"
+                                                                         if probe.get("detail") else ""))
+        if probe.get("stderr_tail") and probe["outcome"] != "loaded":
+            console.print("  probe stderr: " + _plain(probe["stderr_tail"].splitlines()[-1]))
+        if b.get("device_type"):
+            built = {k: _plain(v) for k, v in b["built_against"].items()}
+            console.print(f"  built against: core {built['core']}, ABI {built['abi']}, opset {built['opset']} "
+                          f"(installed: {built['installed']})")
+            for what, check in b["runtime_check"].items():
+                if check["verdict"] == "nothing declared":
+                    console.print(f"  {what}: none declared; machine: {_plain(check['found'] or '-')}")
+                    continue
+                verdict = "no devices" if check["verdict"].startswith("no devices") else check["verdict"]
+                console.print(f"  {what}: declares {_plain(check['declared'])}; machine: "
+                              f"{_plain(check['found'] or '-')} ({_plain(verdict)})")
         for name, what in b.get("environment", {}).items():
             console.print(f"  environment default (manifest): {_plain(name)} {_plain(what)}")
         if b["status"] == "accepted":
             console.print(f"  devices: {b['device_count']} {p['device_error']}  kernels: {b['kernel_count']}")
+        for warning in b.get("warnings", []):
+            console.print(f"  [yellow]warning[/]: {_plain(warning)}")
+    for claim in info["device_type_claims"]:
+        console.print(f"\n[bold]device type {_plain(claim['device_type'])}[/]: {_plain(claim['explanation'])}")
     for d in info["devices"]:
         p = {k: _plain(v) for k, v in d.items() if isinstance(v, str)}
         console.print(f"\n[bold]{p['device']}[/]: {p['name']} ({p['vendor']}, {p['architecture']}), "
@@ -147,6 +169,67 @@ def doctor(as_json: bool) -> None:
                       f"runtime {p['runtime_version'] or '-'}, driver {p['driver_version'] or '-'}")
     for entry in info["plugin_log"]:
         console.print(f"log[{entry['level']}]: {_plain(entry['message'])}")
+    console.print("")
+    if info["problems"]:
+        console.print(f"[bold]problems[/] ({len(info['problems'])}):")
+        for problem in info["problems"]:
+            console.print(f"  - {_plain(problem)}")
+    else:
+        console.print("[bold]problems[/]: none")
+    from ._compat import matrix_report_lines
+
+    for line in matrix_report_lines(info["compatibility_matrix"]):
+        console.print(_plain(line))
+
+
+@main.command()
+@click.option("--vendor", required=True, type=click.Choice(["cpu", "cuda", "npu", "xpu", "dcu"]),
+              help="The compatibility matrix row to write the image of.")
+@click.option("--output", "-o", type=click.Path(file_okay=False), metavar="DIR",
+              help="The build context to write (default: ./chipdock-image-VENDOR); must be empty or new.")
+@click.option("--force", is_flag=True, help="Rewrite the generated files of a non-empty DIR (other files are kept).")
+@click.option("--manifest", type=click.Path(exists=True), metavar="FILE|DIR",
+              help="Check the row against this manifest (.chipdock.json, or a backend's source folder) instead of "
+                   "the installed backend's.")
+def image(vendor: str, output: str | None, force: bool, manifest: str | None) -> None:
+    """Write a Dockerfile (with README.md) for VENDOR's image from the compatibility matrix."""
+    from ._image import ImageError, write_image
+
+    try:
+        result = write_image(vendor, output, force=force, manifest=manifest)
+    except ImageError as exc:
+        _fail("image", exc)
+        return
+    click.echo(f"wrote {', '.join(result.files)} into {result.output} (row {vendor}; checked against "
+               f"{result.check.source})")
+    click.echo(f"next: fill {result.output}/wheels/ as its README.md says, then "
+               f"DOCKER_BUILDKIT=1 docker build -t {result.tag} {result.output}")
+
+
+@main.command("new-backend")
+@click.argument("name")
+@click.option("--device-type", metavar="TYPE",
+              help="The device type it provides (device strings TYPE:0); default NAME.")
+@click.option("--output", metavar="DIR", type=click.Path(),
+              help="The folder to write, new or empty (default ./NAME).")
+def new_backend(name: str, device_type: str | None, output: str | None) -> None:
+    """Write the scaffold of an out-of-tree backend NAME that builds and passes the runtime conformance groups.
+
+    A host-memory device with a worker thread per stream, events, callbacks, the copy kernel and a float32 add
+    over strided/broadcast operands, on the backend kit of this chipdock (CMake, support library, unsupported
+    list, pyproject with the entry point, README, test). NAME: an identifier such as mydev."""
+    from ._scaffold import new_backend as write
+    from .errors import InvalidArgumentError
+
+    try:
+        folder = write(name, device_type, output)
+    except InvalidArgumentError as exc:
+        _fail("new-backend", exc)
+    console = _console()
+    console.print(f"wrote the {_plain(name)} backend to {_plain(folder)}")
+    console.print(f"next: cd {_plain(folder)} && pip install --no-build-isolation . && "
+                  f"chipdock conformance --device {_plain(device_type or name)} --suite quick --only runtime "
+                  "(README.md has the build without a wheel)")
 
 
 @main.group()
@@ -201,10 +284,13 @@ def bench_ops(json_path: str | None, quick: bool, runs: int) -> None:
 @click.option("--mutants", "mutant_patterns", multiple=True, metavar="PATTERN",
               help="With --mutation-score: only the mutants whose id, group or operator matches (fnmatch; "
                    "repeatable).")
+@click.option("--dump", "dump_case", nargs=2, type=(str, click.Path(file_okay=False)), metavar="CASE_ID DIR",
+              help="Instead of a run: run the op case CASE_ID once (with --seed) and write its inputs, expected and "
+                   "actual outputs (.npz), case.json and replay.py, which replays it through chipdock.ops, to DIR.")
 def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
                 baseline: str | None, timeout: float, seed: int, jobs: int, isolation: str, as_json: bool,
                 mutation_score: bool, kill_matrix: bool, select_quick: str | None,
-                mutant_patterns: tuple[str, ...]) -> None:
+                mutant_patterns: tuple[str, ...], dump_case: tuple[str, str] | None) -> None:
     """Run the conformance and precision suites on a device; exit status 0 only if no case failed.
 
     Every case runs in a child process: a crash or a hang fails that case and the run goes on.
@@ -218,6 +304,8 @@ def conformance(device: str, level: str, only: tuple[str, ...], exclude: tuple[s
     from chipdock_conformance.runner import RunOptions
     from chipdock_conformance.runner import main as run_main
 
+    if dump_case:
+        _dump(device, dump_case[0], dump_case[1], seed, as_json)
     if mutation_score:
         if baseline:
             raise click.UsageError("--baseline compares conformance reports; it does not apply to --mutation-score")
@@ -245,6 +333,31 @@ def _exit_with(run: Callable[[], int], command: str) -> None:
         click.echo(f"{command}: {exc}", err=True)
         code = 1
     sys.exit(code)
+
+
+def _dump(device: str, case_id: str, directory: str, seed: int, as_json: bool) -> None:
+    """``chipdock conformance --dump CASE_ID DIR``: chipdock_conformance.dump; exits 0 once written (the case's
+    own verdict is printed, not the exit status), 1 when it cannot be dumped."""
+    from pathlib import Path
+
+    from chipdock_conformance.dump import FILES, DumpError, dump
+    from chipdock_conformance.runner import UsageError, normalize_device
+
+    from .errors import ChipdockError
+
+    try:
+        done = dump(normalize_device(device), case_id, Path(directory), seed)
+    except UsageError as exc:
+        raise click.UsageError(str(exc)) from None
+    except (DumpError, ChipdockError, OSError) as exc:
+        _fail("conformance", exc)
+    if as_json:
+        click.echo(json.dumps({"case_id": done.case_id, "status": done.status, "reason": done.reason,
+                               "directory": str(done.directory), "files": list(FILES)}, indent=2))
+    else:
+        click.echo(f"{done.case_id}: {done.status}" + (f": {done.reason}" if done.reason else ""))
+        click.echo(f"wrote {', '.join(FILES)} to {done.directory}; replay: python {done.directory / 'replay.py'}")
+    sys.exit(0)
 
 
 def _mutation_score(device: str, level: str, only: tuple[str, ...], exclude: tuple[str, ...], report_dir: str,
@@ -349,6 +462,7 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
                             profile, memory_limit)
     except _model_errors() as exc:
         _fail("run", exc)
+    result["fallbacks"] = _fallbacks()
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -361,6 +475,27 @@ def run(model: str, device: str, inputs_path: str | None, seed: int, dims: tuple
         console.print(_bench_table(result["bench"]))
         if result["bench"]["profile"]:
             console.print(_profile_table(result["bench"]["profile"][:top]))
+    _print_fallbacks(console, result["fallbacks"])
+
+
+def _fallbacks() -> list[dict[str, Any]]:
+    """chipdock.fallback_report() for run/diff: every op this process ran on the CPU reference instead."""
+    import chipdock
+
+    return [dict(r) for r in chipdock.fallback_report()]
+
+
+def _print_fallbacks(console: Console, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("CPU fallbacks: none (every op ran on its device)")
+        return
+    table = Table(title=f"CPU fallbacks: {len(rows)} (op, dtypes) ran on the CPU reference "
+                        "(chipdock.fallback_report())", title_justify="left")
+    for col in ("device type", "op", "dtypes", "calls", "reason"):
+        table.add_column(col, justify="right" if col == "calls" else "left", overflow="fold")
+    for r in rows:
+        table.add_row(str(r["device_type"]), str(r["op"]), str(r["dtypes"]), str(r["count"]), str(r["reason"]))
+    console.print(table)
 
 
 def _run_model(runner: Any, model: str, device: str, inputs_path: str | None, seed: int, dims: dict[str, int],
@@ -445,10 +580,12 @@ def diff(model: str, device: str, inputs_path: str | None, seed: int, dims: tupl
         report = diff_mod.diff(model, device, reference, inputs_path, seed, runner.parse_dims(dims), rtol, atol)
     except _model_errors() as exc:
         _fail("diff", exc)
+    fallbacks = _fallbacks()
     if as_json:
-        click.echo(json.dumps(report.as_dict(), indent=2))
+        click.echo(json.dumps({**report.as_dict(), "fallbacks": fallbacks}, indent=2))
     else:
         _print_diff(report, show_all)
+        _print_fallbacks(_console(), fallbacks)
     sys.exit(0 if report.ok else 1)
 
 

@@ -44,8 +44,14 @@ VARIANT_DEFINES: dict[str, list[str]] = {
     "refuse": ["TOY_REFUSE_CORE"],  # the entry returns NULL
     "name_mismatch": ['TOY_NAME_OVERRIDE="other"'],  # table name "other" != manifest "toy"
     "no_devices": [f'TOY_NO_DEVICES_REASON="{NO_DEVICES_REASON}"'],  # UNAVAILABLE + reason
+    "copy_kernel": ["TOY_COPY_KERNEL"],  # the backend guide's copy kernel (float32), registered
+    "log_unguarded": ["TOY_LOG_UNGUARDED"],  # the entry calls core->log without checking struct_size
+    "attribute_echo": ["TOY_ATTRIBUTE_ECHO"],  # softmax(float32) writes num_attributes and axis to its output
     "frozen_v1_0": [],  # the ok backend, compiled against core/tests/abi_v1_0
     "not_a_library": [],  # a text file with a .so name: dlopen fails
+    "crash_in_entry": ["TOY_CRASH_IN_ENTRY=SIGSEGV"],  # raise(SIGSEGV) in chipdock_plugin_entry
+    "hang_in_entry": ["TOY_HANG_IN_ENTRY"],  # chipdock_plugin_entry never returns
+    "scale_kernel": ["TOY_SCALE_KERNEL"],  # registers a float32 kernel of the test op toy_scale
 }
 
 #: Every variant build_toy_plugin accepts.

@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* clock_gettime, posix_memalign */
 
 #include <pthread.h>
+#include <signal.h> /* raise: only the TOY_CRASH_IN_ENTRY test hook */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -457,6 +458,161 @@ static cd_error* toy_plugin_shutdown(void) {
   return NULL;
 }
 
+#ifdef TOY_COPY_KERNEL
+/* The backend guide's "copy" kernel (docs/backend_guide.md, Kernels), built
+ * by the test variant copy_kernel; the toy itself registers no kernels. */
+static const cd_core_api* toy_core; /* set in the entry: toy_core = core; */
+
+static int64_t toy_numel(const cd_tensor_view* v) {
+  int64_t n = 1;
+  int32_t d;
+  for (d = 0; d < v->ndim; ++d) n *= v->shape[d];
+  return n;
+}
+
+/* Address of the element whose row-major linear index is `i`. */
+static char* toy_element(const cd_tensor_view* v, int64_t i, size_t itemsize) {
+  int64_t offset = 0;
+  int32_t d;
+  for (d = v->ndim - 1; d >= 0; --d) {
+    offset += (i % v->shape[d]) * v->strides[d];
+    i /= v->shape[d];
+  }
+  return (char*)v->data + v->byte_offset + offset * (int64_t)itemsize;
+}
+
+/* The "copy" op for float32: out = in, same shape, any strides. The core
+ * has allocated `out`; the kernel only writes it. */
+static cd_error* toy_copy_f32(const cd_kernel_context* ctx) {
+  const cd_tensor_view *in, *out;
+  float* scratch = NULL;
+  int64_t i, n;
+  int32_t d;
+  TOY_CHECK(ctx != NULL && ctx->num_inputs == 1 && ctx->num_outputs == 1, TOY_BAD,
+            "copy takes 1 input and 1 output");
+  in = ctx->inputs[0];
+  out = ctx->outputs[0];
+  TOY_CHECK(in->format == CD_FORMAT_STRIDED && out->format == CD_FORMAT_STRIDED, TOY_BAD,
+            "unknown memory format");
+  TOY_CHECK(in->ndim == out->ndim, TOY_BAD, "%d-d input, %d-d output", (int)in->ndim,
+            (int)out->ndim);
+  for (d = 0; d < in->ndim; ++d)
+    TOY_CHECK(in->shape[d] == out->shape[d], TOY_BAD, "shapes differ in dim %d", (int)d);
+  TOY_TRY(toy_check_handle(ctx->stream, TOY_STREAM, ctx->device));
+  n = toy_numel(out);
+  if (toy_core->workspace_allocate(ctx, (size_t)n * sizeof(float), (void**)&scratch) !=
+      CD_STATUS_OK)
+    return toy_error(CD_STATUS_OUT_OF_MEMORY, "no workspace for %lld floats", (long long)n);
+  for (i = 0; i < n; ++i) memcpy(&scratch[i], toy_element(in, i, sizeof(float)), sizeof(float));
+  for (i = 0; i < n; ++i) memcpy(toy_element(out, i, sizeof(float)), &scratch[i], sizeof(float));
+  return NULL;
+}
+
+/* The kernels_register slot: one cd_kernel_def per (op, dtype signature). */
+static cd_error* toy_kernels_register(cd_kernel_registry* registry) {
+  static const cd_dtype_t f32_to_f32[2] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT32};
+  cd_kernel_def def;
+  /* Both services the kernels use must lie within the core's table (a core
+   * may be older or smaller than these headers: ABI versioning). */
+  TOY_CHECK(toy_core->struct_size >= CD_STRUCT_SIZE(cd_core_api, workspace_allocate),
+            CD_STATUS_UNIMPLEMENTED, "this core's table (%zu bytes) has no kernel_register or "
+            "workspace_allocate", toy_core->struct_size);
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  def.op = "copy";
+  def.dtypes = f32_to_f32; /* inputs, then outputs */
+  def.num_dtypes = 2;
+  def.fn = toy_copy_f32;
+  TOY_CHECK(toy_core->kernel_register(registry, &def) == CD_STATUS_OK, CD_STATUS_INTERNAL,
+            "the core refused copy(float32)");
+  return NULL;
+}
+#endif
+
+#ifdef TOY_ATTRIBUTE_ECHO
+/* Test hook (core/tests/test_launch_attributes.py): a float32 "softmax"
+ * that reports the attributes it received instead of computing: out[0] =
+ * num_attributes, out[1] = the int `axis` (-99 when absent). It shows
+ * which attributes each launch path passes. */
+static const cd_core_api* toy_echo_core;
+
+static cd_error* toy_echo_softmax(const cd_kernel_context* ctx) {
+  const cd_tensor_view* out;
+  float* data;
+  float axis = -99.0f;
+  int32_t i;
+  TOY_CHECK(ctx != NULL && ctx->num_outputs == 1 && ctx->outputs[0]->ndim >= 1 &&
+                ctx->outputs[0]->shape[ctx->outputs[0]->ndim - 1] >= 2,
+            TOY_BAD, "the echo needs an output of at least 2 elements in its last dim");
+  out = ctx->outputs[0];
+  for (i = 0; i < ctx->num_attributes; ++i) {
+    const cd_attribute* a = ctx->attributes[i];
+    if (strcmp(a->name, "axis") == 0 && a->type == CD_ATTR_INT) axis = (float)a->value.i;
+  }
+  data = (float*)((char*)out->data + out->byte_offset);
+  data[0] = (float)ctx->num_attributes;
+  data[out->strides[out->ndim - 1]] = axis;
+  return NULL;
+}
+
+static cd_error* toy_echo_register(cd_kernel_registry* registry) {
+  static const cd_dtype_t f32_to_f32[2] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT32};
+  cd_kernel_def def;
+  TOY_CHECK(toy_echo_core->struct_size >= CD_STRUCT_SIZE(cd_core_api, kernel_register),
+            CD_STATUS_UNIMPLEMENTED, "this core has no kernel_register");
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  def.op = "softmax";
+  def.dtypes = f32_to_f32;
+  def.num_dtypes = 2;
+  def.fn = toy_echo_softmax;
+  TOY_CHECK(toy_echo_core->kernel_register(registry, &def) == CD_STATUS_OK, CD_STATUS_INTERNAL,
+            "the core refused softmax(float32)");
+  return NULL;
+}
+#endif
+
+#ifdef TOY_SCALE_KERNEL /* test hook (core/tests/test_opset_versions.py): a kernel of the test op toy_scale */
+static const cd_core_api* toy_scale_core;
+/* out = x * factor for a contiguous float32 x (the test passes no other); any
+ * other attribute is refused, so a test sees every attribute the core hands
+ * it. The toy runs synchronously, so the kernel computes at once. */
+static cd_error* toy_scale_kernel(const cd_kernel_context* ctx) {
+  double factor = 1.0;
+  int64_t n = 1, k;
+  int32_t i;
+  const cd_tensor_view* x = ctx->inputs[0];
+  const cd_tensor_view* out = ctx->outputs[0];
+  for (i = 0; i < ctx->num_attributes; ++i) {
+    const cd_attribute* a = ctx->attributes[i];
+    TOY_CHECK(strcmp(a->name, "factor") == 0 && a->type == CD_ATTR_FLOAT, TOY_BAD,
+              "toy_scale: handed attribute '%s', which this backend does not know", a->name);
+    factor = a->value.f;
+  }
+  for (i = 0; i < x->ndim; ++i) n *= x->shape[i];
+  for (k = 0; k < n; ++k) {
+    const float* in = (const float*)((const char*)x->data + x->byte_offset);
+    ((float*)((char*)out->data + out->byte_offset))[k] = (float)(in[k] * factor);
+  }
+  return NULL;
+}
+static cd_error* toy_scale_register(cd_kernel_registry* registry) {
+  static const cd_dtype_t dtypes[2] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT32};
+  cd_kernel_def def;
+  TOY_CHECK(toy_scale_core->struct_size >= CD_STRUCT_SIZE(cd_core_api, kernel_register),
+            CD_STATUS_UNIMPLEMENTED, "this core has no kernel_register");
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  def.op = "toy_scale";
+  def.dtypes = dtypes;
+  def.fn = toy_scale_kernel;
+  def.num_dtypes = 2;
+  TOY_CHECK(toy_scale_core->kernel_register(registry, &def) == CD_STATUS_OK, CD_STATUS_INTERNAL,
+            "the core refused toy_scale(float32)");
+  return NULL;
+}
+#endif
+
 #ifdef TOY_NO_ENTRY /* test hook: the entry symbol is missing */
 #define TOY_ENTRY toy_entry_under_another_name
 #else
@@ -513,6 +669,17 @@ CD_EXTERN_C CD_EXPORT const cd_plugin_api* TOY_ENTRY(const cd_core_api* core) {
    * device_set/get_current, host_memory_*, kernels_register, comm_*. */
 
   /* ---- test hooks (core/tests/plugins/build.py); a real backend has none */
+#ifdef TOY_COPY_KERNEL
+  toy_core = core;
+  toy_api.kernels_register = toy_kernels_register; /* the guide's copy kernel */
+#endif
+#ifdef TOY_ATTRIBUTE_ECHO
+  toy_echo_core = core;
+  toy_api.kernels_register = toy_echo_register; /* softmax(float32) echoes its attributes */
+#endif
+#ifdef TOY_LOG_UNGUARDED
+  core->log(CD_LOG_DEBUG, "logged without checking struct_size"); /* past a small core's table */
+#endif
 #ifdef TOY_ABI_MAJOR_OVERRIDE
   toy_api.abi_major = TOY_ABI_MAJOR_OVERRIDE; /* claims another major */
 #endif
@@ -524,6 +691,23 @@ CD_EXTERN_C CD_EXPORT const cd_plugin_api* TOY_ENTRY(const cd_core_api* core) {
 #endif
 #ifdef TOY_NAME_OVERRIDE
   toy_api.name = TOY_NAME_OVERRIDE; /* disagrees with the manifest */
+#endif
+#ifdef TOY_DEVICE_TYPE_OVERRIDE
+  toy_api.device_type = TOY_DEVICE_TYPE_OVERRIDE; /* claims another device type (e.g. "cpu") */
+#endif
+#ifdef TOY_SCALE_KERNEL
+  toy_scale_core = core;
+  toy_api.kernels_register = toy_scale_register; /* toy_scale(float32) */
+#endif
+#ifdef TOY_CRASH_IN_ENTRY /* a crash in the entry: the signal named (SIGSEGV, SIGABRT), after a last word */
+  fputs("toy: crashing in the entry (planted by TOY_CRASH_IN_ENTRY)\n", stderr);
+  raise(TOY_CRASH_IN_ENTRY);
+#endif
+#ifdef TOY_HANG_IN_ENTRY
+  for (;;) { /* never returns from the entry */
+    struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+  }
 #endif
 #ifdef TOY_REFUSE_CORE
   return NULL; /* refuses every core */

@@ -1,10 +1,18 @@
 // Backend support library, part of the chipdock backend kit (C++17).
 //
 // Typed reading of a kernel call's attributes (cd_kernel_context.attributes).
-// The dispatcher passes every attribute the opset declares, with defaults
-// filled in; a raw launch (the conformance suite's ABI driver, a vendor's own
-// test) may leave some out, which is why each reader has a form with a
-// fallback. A wrong type, a missing required attribute or a malformed array
+// Which attributes a call carries depends on its launch path (the backend
+// guide's "Attributes on each launch path"; core/src/dispatch.cpp):
+// - every call through the dispatcher (chipdock.ops, Tensor operators, ONNX
+//   sessions, the CPU fallback, conformance's precision cases) carries every
+//   attribute the opset declares, defaults filled in and normalized by the
+//   shape rule (device_api/opset/README.md, "What a kernel receives");
+// - the core's own `copy` launches carry none (copy declares none);
+// - a raw launch (chipdock._C.launch_kernel, which a backend's kernel tests
+//   use, or a vendor's test calling the kernel directly) carries exactly what
+//   its caller passed, unchecked, with no defaults.
+// Each reader therefore has a form with a fallback (pass the opset's default)
+// for a kernel that also serves raw launches. A wrong type, a missing required attribute or a malformed array
 // throws Error(INVALID_ARGUMENT) naming the attribute, so every backend reports
 // attribute errors the same way.
 #ifndef CHIPDOCK_SUPPORT_ATTRIBUTES_H_
