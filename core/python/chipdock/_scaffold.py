@@ -79,7 +79,16 @@ def placeholders(name: str, device_type: str) -> dict[str, str]:
         "PACKAGE": f"chipdock_{name}",
         "DIST_NAME": "chipdock-" + name.replace("_", "-"),
         "CORE_VERSION": str(_C.__version__),
+        # The core range the generated wheel declares ends at the next ABI series (backend guide, "Wheels").
+        "CORE_NEXT_SERIES": _next_series(str(_C.__version__)),
     }
+
+
+def _next_series(version: str) -> str:
+    """The first core version of the next device ABI series: a new ABI major comes with a new core minor while the
+    core is 0.x, with a new core major from 1.0 on (.ci/wheels checks every in-tree backend's range against it)."""
+    major, minor = (int(part) for part in re.match(r"(\d+)\.(\d+)", version).groups())
+    return f"0.{minor + 1}" if major == 0 else f"{major + 1}"
 
 
 def _destination(relative: str, values: dict[str, str]) -> str:
