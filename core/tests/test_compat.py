@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from chipdock import _compat
 from chipdock._compat import CompatibilityError, compare_versions, contradictions, satisfies
@@ -140,7 +141,8 @@ def test_each_row_installs_what_its_wheels_depend_on(vendor):
     pinned = {w.partition("==")[0]: w.partition("==")[2] for w in row.wheels}
     for name, spec in needed.items():
         if name.startswith("chipdock"):
-            assert spec == f"=={pinned[name]}", (vendor, name)
+            # The core pins its wheels exactly; a backend states the core range it works with.
+            assert name in pinned and pinned[name] in SpecifierSet(spec), (vendor, name, spec)
             continue
         assert name in listed, f"row {vendor} lacks {name}{spec}"
         assert listed[name][len(name):].replace(" ", "") == spec, (vendor, listed[name], spec)
