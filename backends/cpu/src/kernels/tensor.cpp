@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "../error.h"
+#include "chipdock/support/dtype_info.h"
 #include "chipdock/support/checked_math.h"
 
 namespace chipdock_cpu {
@@ -65,24 +66,12 @@ void resolve_extent(const cd_tensor_view& v, ViewRef& t, const char* what) {
 
 }  // namespace
 
-size_t dtype_size(cd_dtype_t dtype) {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT64: case CD_DTYPE_INT64: return 8;
-    case CD_DTYPE_FLOAT32: case CD_DTYPE_INT32: return 4;
-    case CD_DTYPE_FLOAT16: case CD_DTYPE_BFLOAT16: case CD_DTYPE_INT16: return 2;
-    case CD_DTYPE_INT8: case CD_DTYPE_UINT8: case CD_DTYPE_BOOL: return 1;
-    default: return 0;
-  }
-}
+// The kit's tables (chipdock/support/dtype_info.h), with a printable name for a value cd_base.h does not define.
+size_t dtype_size(cd_dtype_t dtype) { return chipdock::support::dtype_size(dtype); }
 
 const char* dtype_name(cd_dtype_t dtype) {
-  static const char* const names[] = {"invalid", "float32", "float16", "bfloat16", "float64",
-                                      "int8",    "int16",   "int32",   "int64",    "uint8",
-                                      "bool"};
-  if (dtype >= 0 && dtype < static_cast<cd_dtype_t>(sizeof(names) / sizeof(names[0]))) {
-    return names[dtype];
-  }
-  return "unknown dtype";
+  const char* name = chipdock::support::dtype_name(dtype);
+  return name != nullptr ? name : "unknown dtype";
 }
 
 ViewRef resolve_view_ref(const cd_tensor_view& v, int32_t device, const char* what) {

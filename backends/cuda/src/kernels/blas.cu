@@ -11,6 +11,7 @@
 #include "../cuda_check.h"
 #include "../resources.h"
 #include "elementwise.cuh"
+#include "chipdock/support/dtype_info.h"
 
 namespace chipdock_cuda {
 namespace blas {
@@ -30,13 +31,8 @@ bool is_float(cd_dtype_t dtype) {
 }
 
 const char* dtype_name(cd_dtype_t dtype) {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: return "float32";
-    case CD_DTYPE_FLOAT16: return "float16";
-    case CD_DTYPE_BFLOAT16: return "bfloat16";
-    case CD_DTYPE_FLOAT64: return "float64";
-    default: return "a non-float dtype";
-  }
+  const char* name = chipdock::support::dtype_name(dtype);  // the kit's table (chipdock/support/dtype_info.h)
+  return name != nullptr ? name : "unknown";
 }
 
 int64_t product(const Dims& v) {

@@ -2,6 +2,7 @@
 // register_movement, which registers the family.
 #include <cstring>
 
+#include "chipdock/support/dtype_info.h"
 #include "chipdock/support/dtype_range.h"
 
 #include "../core_link.h"
@@ -29,19 +30,8 @@ const cd_dtype_t kFloatDtypes[4] = {CD_DTYPE_FLOAT32, CD_DTYPE_FLOAT16, CD_DTYPE
 const cd_dtype_t kIndexDtypes[2] = {CD_DTYPE_INT32, CD_DTYPE_INT64};
 
 const char* dtype_name(cd_dtype_t dtype) {
-  switch (dtype) {
-    case CD_DTYPE_FLOAT32: return "float32";
-    case CD_DTYPE_FLOAT16: return "float16";
-    case CD_DTYPE_BFLOAT16: return "bfloat16";
-    case CD_DTYPE_FLOAT64: return "float64";
-    case CD_DTYPE_INT8: return "int8";
-    case CD_DTYPE_INT16: return "int16";
-    case CD_DTYPE_INT32: return "int32";
-    case CD_DTYPE_INT64: return "int64";
-    case CD_DTYPE_UINT8: return "uint8";
-    case CD_DTYPE_BOOL: return "bool";
-    default: return "unknown";
-  }
+  const char* name = chipdock::support::dtype_name(dtype);  // the kit's table (chipdock/support/dtype_info.h)
+  return name != nullptr ? name : "unknown";
 }
 
 int64_t itemsize(cd_dtype_t dtype) {
