@@ -99,6 +99,15 @@ def test_a_fallback_the_manifest_declares_carries_its_reason(tmp_path):
     assert any(w.startswith("[toy] add: declared unsupported: no float adder on the toy for (float32, float32, "
                             "float32) on toy:0") for w in out["warnings"]), out["warnings"]
     assert "declared unsupported: no float adder on the toy" in out["error"]
+    # The conformance coverage report applies the same rule (chipdock_conformance.coverage): the two agree.
+    from chipdock._dtypes import BY_NAME
+    from chipdock_conformance.coverage import _declared_reason
+
+    for (op, dtypes), reason in reasons.items():
+        codes = tuple(BY_NAME[name].code for name in dtypes.strip("()").split(", "))
+        entries = [{"dtypes": [], **e} for e in unsupported]
+        declared = _declared_reason(entries, op, codes)
+        assert reason == ("no kernel" if declared is None else f"declared unsupported: {declared}"), (op, dtypes)
 
 
 def test_npu_declared_float64_tanh_falls_back_with_the_manifests_reason():
