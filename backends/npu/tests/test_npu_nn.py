@@ -11,6 +11,7 @@ CANN's docs refuse, called through ctypes.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,42 +134,8 @@ def test_a_failing_aclnn_call_names_the_call_and_the_other_ops_still_run(run_fre
     assert got["survivor_shape"]
 
 
-DOUBLE_CHECKS = r"""
-import ctypes, json, os, chipdock_npu
-d = chipdock_npu.test_double_dir()
-acl = ctypes.CDLL(os.path.join(d, "libascendcl.so"), mode=ctypes.RTLD_GLOBAL)
-nnop = ctypes.CDLL(os.path.join(d, "libnnopbase.so"), mode=ctypes.RTLD_GLOBAL)
-ops = ctypes.CDLL(os.path.join(d, "libopapi.so"))
-acl.aclGetRecentErrMsg.restype = ctypes.c_char_p
-ACL_FLOAT, ACL_FLOAT16, ND = 0, 1, 2
-I64, U64, I32, I8, B, P = ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int8, ctypes.c_bool, ctypes.c_void_p
-P64 = ctypes.POINTER(I64)
-nnop.aclCreateTensor.restype = P
-nnop.aclCreateTensor.argtypes = [P64, U64, I32, P64, I64, I32, P64, U64, P]
-nnop.aclCreateIntArray.restype = P
-nnop.aclCreateIntArray.argtypes = [P64, U64]
-
-def arr(values):
-    return (I64 * max(len(values), 1))(*values)
-
-def tensor(shape, dtype):
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.insert(0, step)
-        step *= max(s, 1)
-    n = 1
-    for s in shape:
-        n *= s
-    return P(nnop.aclCreateTensor(arr(shape), len(shape), dtype, arr(strides), 0, ND, arr([n]), 1, None))
-
-def ints(*values):
-    return P(nnop.aclCreateIntArray(arr(values), len(values)))
-
-def call(fn, *args):
-    size, executor = U64(0), P()
-    status = fn(*args, ctypes.byref(size), ctypes.byref(executor))
-    return {"status": status, "message": (acl.aclGetRecentErrMsg() or b"").decode() if status else ""}
-
+DOUBLE_CHECKS = (Path(__file__).with_name("double_plan_calls.py").read_text() + r"""
+import json
 def conv(dtype, cube):
     return call(ops.aclnnConvolutionGetWorkspaceSize, tensor([1, 2, 5, 5], dtype), tensor([3, 2, 3, 3], dtype), None,
                 ints(1, 1), ints(0, 0), ints(1, 1), B(False), ints(0, 0), I64(1), tensor([1, 3, 3, 3], dtype), I8(cube))
@@ -185,7 +152,7 @@ print(json.dumps({
     "avg_padding_over_half": avg([1, 1, 5, 5], [2, 2], [1, 1, 7, 7]),
     "avg_empty": avg([1, 1, 0, 5], [0, 0], [1, 1, 0, 3]),
 }))
-"""
+""")
 
 
 def test_the_double_refuses_what_canns_docs_refuse(run_fresh, npu_double_env):

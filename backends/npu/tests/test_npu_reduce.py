@@ -167,53 +167,16 @@ def test_half_precision_means_accumulate_in_float32_and_round_through_reduce_sum
     assert "ERROR" in half and "aclnnReduceSumGetWorkspaceSize" in half
 
 
-DOUBLE_CHECKS = r"""
-import ctypes, json, os, chipdock_npu
-d = chipdock_npu.test_double_dir()
-acl = ctypes.CDLL(os.path.join(d, "libascendcl.so"), mode=ctypes.RTLD_GLOBAL)
-nnop = ctypes.CDLL(os.path.join(d, "libnnopbase.so"), mode=ctypes.RTLD_GLOBAL)
-ops = ctypes.CDLL(os.path.join(d, "libopapi.so"))
-acl.aclGetRecentErrMsg.restype = ctypes.c_char_p
-ACL_FLOAT, ACL_INT64, ACL_BF16, ND = 0, 9, 27, 2
-I64, U64, I32, P = ctypes.c_int64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_void_p
-P64 = ctypes.POINTER(I64)
-nnop.aclCreateTensor.restype = P
-nnop.aclCreateTensor.argtypes = [P64, U64, I32, P64, I64, I32, P64, U64, P]
-nnop.aclCreateIntArray.restype = P
-nnop.aclCreateIntArray.argtypes = [P64, U64]
-
-def arr(values):
-    return (I64 * max(len(values), 1))(*values)
-
-def tensor(shape, dtype):
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.insert(0, step)
-        step *= max(s, 1)
-    n = 1
-    for s in shape:
-        n *= s
-    return ctypes.c_void_p(nnop.aclCreateTensor(arr(shape), len(shape), dtype, arr(strides), 0, ND, arr([n]), 1,
-                                                None))
-
-def dims(values):
-    return ctypes.c_void_p(nnop.aclCreateIntArray(arr(values), len(values)))
-
-def call(fn, *args):
-    size, executor = ctypes.c_uint64(0), ctypes.c_void_p()
-    status = fn(*args, ctypes.byref(size), ctypes.byref(executor))
-    return {"status": status, "workspace": size.value,
-            "message": (acl.aclGetRecentErrMsg() or b"").decode() if status else ""}
-
-B = ctypes.c_bool
+DOUBLE_CHECKS = (Path(__file__).with_name("double_plan_calls.py").read_text() + r"""
+import json
 out = {
-    "sum_ok": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), dims([1]), B(False), ACL_FLOAT,
+    "sum_ok": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), ints(1), B(False), ACL_FLOAT,
                    tensor([2], ACL_FLOAT)),
-    "sum_bad_shape": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), dims([1]), B(True),
+    "sum_bad_shape": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), ints(1), B(True),
                           ACL_FLOAT, tensor([2], ACL_FLOAT)),
-    "sum_repeated_dim": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), dims([1, -1]),
+    "sum_repeated_dim": call(ops.aclnnReduceSumGetWorkspaceSize, tensor([2, 3], ACL_FLOAT), ints(1, -1),
                              B(False), ACL_FLOAT, tensor([2], ACL_FLOAT)),
-    "amax_empty_dim": call(ops.aclnnAmaxGetWorkspaceSize, tensor([0, 3], ACL_FLOAT), dims([0]), B(False),
+    "amax_empty_dim": call(ops.aclnnAmaxGetWorkspaceSize, tensor([0, 3], ACL_FLOAT), ints(0), B(False),
                            tensor([3], ACL_FLOAT)),
     "argmax_0d": call(ops.aclnnArgMaxGetWorkspaceSize, tensor([], ACL_FLOAT), I64(0), B(False),
                       tensor([], ACL_INT64)),
@@ -224,7 +187,7 @@ out = {
     "softmax_0d": call(ops.aclnnSoftmaxGetWorkspaceSize, tensor([], ACL_FLOAT), I64(0), tensor([], ACL_FLOAT)),
 }
 print(json.dumps(out))
-"""
+""")
 
 
 def test_the_double_refuses_what_canns_docs_refuse_and_asks_for_workspace(run_fresh, npu_double_env):
