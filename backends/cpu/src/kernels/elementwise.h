@@ -34,6 +34,7 @@
 #include "isa.h"
 #include "kernels.h"
 #include "numeric.h"
+#include "sleef_map.h"
 #include "tensor.h"
 
 namespace chipdock_cpu {
@@ -173,8 +174,79 @@ CD_EW_INLINE void unary_main(const Op& op, char* const* p, const int64_t* s, int
   }
 }
 
+// --- blocked rows: float32 math over staged buffers (SLEEF, sleef_map.h) ----------------
+//
+// An op with `static constexpr bool kBlocked = true` computes in float32 on
+// a block of a row at a time: the rows stage up to kBlock inputs as float
+// (contiguous or strided, float16/bfloat16 widened), pad them to a whole
+// number of vectors, call `Op::block(x, n)` (unary; in place) or
+// `Op::block(a, b, n)` / `Op::block_scalar(a, b0, n)` (binary, the latter
+// when b is one broadcast value), and store the first results rounded to
+// the output type. The block functions mix loops the compiler vectorizes
+// with calls of SLEEF over the whole buffer.
+template <class Op, class = void> struct is_blocked : std::false_type {};
+template <class Op>
+struct is_blocked<Op, std::void_t<decltype(Op::kBlocked)>> : std::bool_constant<Op::kBlocked> {};
+
+constexpr int64_t kBlock = 256;  // floats per buffer: 1 KiB, in L1 with its siblings
+
+// Loads n elements of A (stride s bytes) into x as float; pads x with zeros
+// to a multiple of sleef::kPad, the count it returns.
+template <class A>
+CD_EW_INLINE int64_t stage(const char* p, int64_t s, int64_t n, float* __restrict x) {
+  if (s == sizeof(A)) {
+    const A* __restrict a = reinterpret_cast<const A*>(p);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(load(a[i]));
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(load(*reinterpret_cast<const A*>(p + i * s)));
+  }
+  const int64_t padded = (n + sleef::kPad - 1) / sleef::kPad * sleef::kPad;
+  for (int64_t i = n; i < padded; ++i) x[i] = 0.0f;
+  return padded;
+}
+
+template <class Out>
+CD_EW_INLINE void unstage(const float* __restrict y, char* p, int64_t s, int64_t n) {
+  if (s == sizeof(Out)) {
+    Out* __restrict out = reinterpret_cast<Out*>(p);
+    for (int64_t i = 0; i < n; ++i) out[i] = store<Out>(y[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) *reinterpret_cast<Out*>(p + i * s) = store<Out>(y[i]);
+  }
+}
+
 template <class Op, class Out, class A>
-CD_EW_INLINE void unary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+CD_EW_INLINE void blocked_unary(char* const* p, const int64_t* s, int64_t n) {
+  alignas(64) float x[kBlock];
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = n - i < kBlock ? n - i : kBlock;
+    const int64_t padded = stage<A>(p[1] + i * s[1], s[1], m, x);
+    Op::block(x, padded);
+    unstage<Out>(x, p[0] + i * s[0], s[0], m);
+  }
+}
+
+template <class Op, class Out, class A, class B>
+CD_EW_INLINE void blocked_binary(char* const* p, const int64_t* s, int64_t n) {
+  alignas(64) float a[kBlock];
+  alignas(64) float b[kBlock];
+  const bool b_scalar = s[2] == 0;
+  const float b0 = b_scalar ? static_cast<float>(load(*reinterpret_cast<const B*>(p[2]))) : 0.0f;
+  for (int64_t i = 0; i < n; i += kBlock) {
+    const int64_t m = n - i < kBlock ? n - i : kBlock;
+    const int64_t padded = stage<A>(p[1] + i * s[1], s[1], m, a);
+    if (b_scalar) {
+      Op::block_scalar(a, b0, padded);
+    } else {
+      stage<B>(p[2] + i * s[2], s[2], m, b);
+      Op::block(a, b, padded);
+    }
+    unstage<Out>(a, p[0] + i * s[0], s[0], m);
+  }
+}
+
+template <class Op, class Out, class A>
+CD_EW_INLINE void unary_elementwise(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
   const Op op(prm);
   unary_main<Op, Out, A>(op, p, s, n);
   if constexpr (has_fixup<Op>::value) {
@@ -218,7 +290,7 @@ CD_EW_INLINE void binary_main(const Op& op, char* const* p, const int64_t* s, in
 }
 
 template <class Op, class Out, class A, class B>
-CD_EW_INLINE void binary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+CD_EW_INLINE void binary_elementwise(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
   const Op op(prm);
   binary_main<Op, Out, A, B>(op, p, s, n);
   if constexpr (has_fixup<Op>::value) {
@@ -230,6 +302,25 @@ CD_EW_INLINE void binary_body(char* const* p, const int64_t* s, int64_t n, const
       const B y = *reinterpret_cast<const B*>(b);
       if (op.outside(x, y)) *reinterpret_cast<Out*>(out) = op.slow(x, y);
     }
+  }
+}
+
+// A row's body: the blocked one for blocked ops, else element by element.
+template <class Op, class Out, class A>
+CD_EW_INLINE void unary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+  if constexpr (is_blocked<Op>::value) {
+    blocked_unary<Op, Out, A>(p, s, n);
+  } else {
+    unary_elementwise<Op, Out, A>(p, s, n, prm);
+  }
+}
+
+template <class Op, class Out, class A, class B>
+CD_EW_INLINE void binary_body(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
+  if constexpr (is_blocked<Op>::value) {
+    blocked_binary<Op, Out, A, B>(p, s, n);
+  } else {
+    binary_elementwise<Op, Out, A, B>(p, s, n, prm);
   }
 }
 

@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "elementwise.h"
-#include "elementwise_math.h"
 
 namespace chipdock_cpu {
 namespace {
@@ -52,26 +51,76 @@ template <class T> struct Div {
   }
 };
 
-// float64: libm. The narrower floats: e^(b log a) in float64 (vectorizes;
-// relative error ~1e-13), and libm for what that does not cover: a <= 0,
-// inf or NaN operands.
-template <class T> struct Pow {
-  static constexpr bool enabled = is_floating_v<T>;
-  static constexpr bool kFixup = !std::is_same_v<T, double>;
-  explicit Pow(const Params& /*p*/) {}
-  CD_EW_INLINE T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, double>) {
-      return std::pow(a, b);
-    } else {
-      return store<T>(vmath::exp(static_cast<double>(load(b)) * vmath::log(static_cast<double>(load(a)))));
+// pow. float64: libm. The narrower floats compute in float32 blocks
+// (elementwise.h): with one broadcast exponent that is an integer or an
+// integer + 1/2 of magnitude <= kPowFastMax (x^2, x^-1, sqrt, x^1.5 ...),
+// exactly rounded-once sequences in float64 (multiplies by repeated
+// squaring, one sqrt, one division: errors of a few float64 ulp, so the
+// float result is the correctly rounded one but in rare near-ties); every
+// other exponent through SLEEF's powf (1 ulp). Both follow C99 / NumPy:
+// x^0 = 1 (NaN too), negative bases with integer exponents keep the sign of
+// odd powers, NaN for negative bases with other exponents, pow(-0, y) and
+// pow(-inf, y) for non-integer y as for +0 and +inf (C99, and NumPy's pow
+// of two arrays; NumPy's shortcut for a scalar 0.5 is sqrt, NaN at -inf).
+constexpr float kPowFastMax = 64.0f;
+
+// x^k for an integer k >= 0, in float64, by repeated squaring.
+CD_EW_INLINE void pow_uint(const float* __restrict x, double* __restrict acc, int64_t n, int32_t k) {
+  alignas(64) double base[kBlock];
+  for (int64_t i = 0; i < n; ++i) {
+    acc[i] = 1.0;
+    base[i] = x[i];
+  }
+  for (; k > 0; k >>= 1) {
+    if (k & 1) {
+      for (int64_t i = 0; i < n; ++i) acc[i] *= base[i];
+    }
+    if (k > 1) {
+      for (int64_t i = 0; i < n; ++i) base[i] *= base[i];
     }
   }
-  bool outside(T a, T b) const {
-    const double x = load(a), y = load(b);
-    constexpr double kInf = std::numeric_limits<double>::infinity();
-    return !(x > 0.0 && x < kInf && y > -kInf && y < kInf);
+}
+
+// x^y for a broadcast y = m or m + 1/2 (|y| <= kPowFastMax).
+CD_EW_INLINE void pow_fast(float* __restrict x, float y, int64_t n) {
+  alignas(64) double acc[kBlock];
+  const float ay = std::fabs(y);
+  const bool half = ay != std::floor(ay);
+  pow_uint(x, acc, n, static_cast<int32_t>(half ? ay - 0.5f : ay));
+  if (half) {
+    // sqrt(x + 0) is +0 at -0 and NaN below; -inf is the one base it misses.
+    for (int64_t i = 0; i < n; ++i) {
+      const double root = std::sqrt(static_cast<double>(x[i]) + 0.0);
+      const double p = std::fabs(acc[i]) * root;  // x^m * sqrt(x): -0 gives +0, x < 0 NaN
+      acc[i] = x[i] == -std::numeric_limits<float>::infinity() ? std::numeric_limits<double>::infinity() : p;
+    }
   }
-  T slow(T a, T b) const { return store<T>(std::pow(static_cast<double>(load(a)), static_cast<double>(load(b)))); }
+  if (y < 0.0f) {
+    for (int64_t i = 0; i < n; ++i) acc[i] = 1.0 / acc[i];
+  }
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(acc[i]);
+}
+
+CD_EW_INLINE bool pow_has_fast_path(float y) {
+  const float twice = 2.0f * y;
+  return std::fabs(y) <= kPowFastMax && twice == std::floor(twice);
+}
+
+template <class T> struct Pow {
+  static constexpr bool enabled = is_floating_v<T>;
+  static constexpr bool kBlocked = !std::is_same_v<T, double>;
+  explicit Pow(const Params& /*p*/) {}
+  CD_EW_INLINE T operator()(T a, T b) const { return store<T>(std::pow(load(a), load(b))); }
+  CD_EW_INLINE static void block(float* a, const float* b, int64_t n) { sleef::pow(a, b, n); }
+  CD_EW_INLINE static void block_scalar(float* a, float b, int64_t n) {
+    if (pow_has_fast_path(b)) {
+      pow_fast(a, b, n);
+      return;
+    }
+    alignas(64) float y[kBlock];
+    for (int64_t i = 0; i < n; ++i) y[i] = b;
+    sleef::pow(a, y, n);
+  }
 };
 
 template <class T> struct Maximum {

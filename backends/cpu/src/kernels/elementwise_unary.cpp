@@ -2,11 +2,13 @@
 // the float math exp, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, gelu,
 // silu.
 //
-// float16 and bfloat16 compute in float32 or float64 and round once.
-// float32/float16/bfloat16: exp, log, sin, cos, tanh, erf, sigmoid, silu and
-// gelu run in float64 with the vectorizable functions of elementwise_math.h
-// (sin/cos of |x| >= 1e6 through libm); sqrt and rsqrt (1/sqrt(x), two
-// correctly rounded steps) in float32; leaky_relu in float64.
+// float16 and bfloat16 compute in float32 and round once.
+// float32/float16/bfloat16: exp, log, sin, cos, tanh and erf are SLEEF's
+// u10 functions (1 ulp, sleef_map.h) over staged float32 blocks;
+// sigmoid, silu and both gelus build on SLEEF's exp and erfc with their
+// arguments in float64 where rounding them would cost accuracy (bounds:
+// backends/cpu/README.md); sqrt and rsqrt (1/sqrt(x), two correctly
+// rounded steps) in float32; leaky_relu in float64.
 // float64: libm, and long double for gelu, whose tails amplify the rounding
 // of the argument. sigmoid and the tanh gelu use forms that do not cancel
 // for large |x| (e^x / (1 + e^x) below 0; x * sigmoid(2u)); the exact gelu
@@ -17,39 +19,32 @@
 #include <limits>
 
 #include "elementwise.h"
-#include "elementwise_math.h"
 
 namespace chipdock_cpu {
 namespace {
 
 using namespace elementwise;
 
-// float64 rows call F::f (libm, or long double, in W); the 32- and 16-bit
-// float rows call F::fast when F has it (float64 math that vectorizes,
-// elementwise_math.h) and else F::f in their compute type. F::outside and
-// F::f patch what F::fast cannot do (see has_fixup in elementwise.h).
-template <class F, class = void> struct has_fast : std::false_type {};
-template <class F> struct has_fast<F, std::void_t<decltype(&F::fast)>> : std::true_type {};
-template <class F, class = void> struct has_outside : std::false_type {};
-template <class F> struct has_outside<F, std::void_t<decltype(&F::outside)>> : std::true_type {};
+// float64 rows call F::f (libm, or long double, in W). The 32- and 16-bit
+// float rows call F::block when F has it (float32 through SLEEF over a
+// staged block, see elementwise.h and sleef_map.h), else F::f in their
+// compute type.
+template <class F, class = void> struct has_block : std::false_type {};
+template <class F> struct has_block<F, std::void_t<decltype(&F::block)>> : std::true_type {};
 
 template <class T, class F, class W = double>
 struct FloatMap {
   static constexpr bool enabled = is_floating_v<T>;
-  static constexpr bool kFast = !std::is_same_v<T, double> && has_fast<F>::value;
-  static constexpr bool kFixup = kFast && has_outside<F>::value;
+  static constexpr bool kBlocked = !std::is_same_v<T, double> && has_block<F>::value;
   explicit FloatMap(const Params& /*p*/) {}
   CD_EW_INLINE T operator()(T x) const {
     if constexpr (std::is_same_v<T, double>) {
       return store<T>(F::f(static_cast<W>(x)));
-    } else if constexpr (kFast) {
-      return store<T>(F::fast(static_cast<double>(load(x))));
     } else {
       return store<T>(F::f(load(x)));
     }
   }
-  bool outside(T x) const { return F::outside(static_cast<double>(load(x))); }
-  T slow(T x) const { return store<T>(F::f(static_cast<double>(load(x)))); }
+  CD_EW_INLINE static void block(float* x, int64_t n) { F::block(x, n); }
 };
 
 template <class W> CD_EW_INLINE W sigmoid(W x) {
@@ -62,63 +57,120 @@ template <class W> CD_EW_INLINE W sigmoid(W x) {
 template <class W> CD_EW_INLINE W times_vanishing(W x, W p) {
   return p == W{0} ? std::copysign(W{0}, x) : x * p;
 }
-CD_EW_INLINE double times_vanishing_fast(double x, double p) {
-  return p == 0.0 ? vmath::copysign(0.0, x) : x * p;
+
+// One SLEEF function over the block, nothing around it.
+template <sleef::Fn Fn> struct SleefF {
+  CD_EW_INLINE static void block(float* x, int64_t n) { sleef::map(Fn, x, n); }
+};
+
+// --- e^-|v| for sigmoid, silu and the tanh gelu -----------------------------------------
+//
+// Their results are e^-|v| times x or over 1 + e^-|v|. Two things would cost
+// accuracy in plain float32: v itself, where it is computed (the tanh gelu's
+// 2u), rounds to float, and e^v's relative error is |v| times that; and
+// below v = -87 e^v is subnormal, short of bits that x * e^v (normal again)
+// would need. So v comes in float64, is shifted by 64 ln 2 where v < -80
+// (the result is then E * 2^-64 with E normal down to v = -150), and is
+// split into float hi + lo: e^v = e^hi * (1 + lo), the product rounded once.
+constexpr double kShiftLn = 44.361419555836499802702855773323;  // 64 ln 2
+constexpr float kShiftScale = 0x1p-64f;
+constexpr double kShiftBelow = -80.0;
+
+// e[i] (in) holds nothing; on return e[i] = E_i with e^-|v_i| = E_i * scale(v_i).
+template <class V>
+CD_EW_INLINE void exp_neg_abs(const V& v, float* __restrict e, int64_t n) {
+  alignas(64) float lo[kBlock];
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = -std::fabs(v(i));
+    const double w = a < kShiftBelow ? a + kShiftLn : a;
+    const float hi = static_cast<float>(w);
+    const double d = w - static_cast<double>(hi);  // inf or NaN where hi overflows: no correction
+    e[i] = hi;
+    lo[i] = std::fabs(d) < 1.0 ? static_cast<float>(d) : 0.0f;
+  }
+  sleef::map(sleef::Fn::exp, e, n);
+  for (int64_t i = 0; i < n; ++i) e[i] = e[i] + e[i] * lo[i];
 }
 
-// Beyond this |x| the vector reduction of sin/cos is not exact: libm.
-CD_EW_INLINE bool trig_outside(double x) {
-  const double a = vmath::fabs(x);
-  return a >= vmath::kTrigReduceMax && a != std::numeric_limits<double>::infinity();
-}
+CD_EW_INLINE float shift_scale(double v) { return -std::fabs(v) < kShiftBelow ? kShiftScale : 1.0f; }
 
-struct ExpF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::exp(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::exp(x); }
-};
-struct LogF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::log(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::log(x); }
-};
-struct SqrtF { template <class C> CD_EW_INLINE static C f(C x) { return std::sqrt(x); } };
-struct RsqrtF { template <class C> CD_EW_INLINE static C f(C x) { return C{1} / std::sqrt(x); } };
-struct SinF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::sin(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::sin_cos(x, false); }
-  static bool outside(double x) { return trig_outside(x); }
-};
-struct CosF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::cos(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::sin_cos(x, true); }
-  static bool outside(double x) { return trig_outside(x); }
-};
-struct TanhF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::tanh(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::tanh(x); }
-};
-struct ErfF {
-  template <class C> CD_EW_INLINE static C f(C x) { return std::erf(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::erf(x); }
-};
 struct SigmoidF {
   CD_EW_INLINE static double f(double x) { return sigmoid(x); }
-  CD_EW_INLINE static double fast(double x) { return vmath::sigmoid(x); }
+  CD_EW_INLINE static void block(float* x, int64_t n) {
+    alignas(64) float e[kBlock];
+    exp_neg_abs([x](int64_t i) { return static_cast<double>(x[i]); }, e, n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float ex = e[i] * shift_scale(x[i]);  // e^-|x|, subnormal where it is
+      x[i] = (x[i] >= 0.0f ? 1.0f : ex) / (1.0f + ex);  // NaN: ex is NaN
+    }
+  }
 };
+
+// x * sigmoid(v) with e^-|v| from exp_neg_abs: x / (1 + e) for x >= 0, else
+// (x E) 2^-k / (1 + e), and -0 where E is 0 (x -> -inf).
+CD_EW_INLINE float x_sigmoid(float x, float big_e, float scale) {
+  const float ex = big_e * scale;
+  const float neg = big_e == 0.0f ? -0.0f : (x * big_e) * scale / (1.0f + ex);
+  return x >= 0.0f ? x / (1.0f + ex) : neg;  // -0 >= 0: -0 / 2 keeps the sign; NaN: neg is NaN
+}
+
 struct SiluF {
   CD_EW_INLINE static double f(double x) { return times_vanishing(x, sigmoid(x)); }
-  CD_EW_INLINE static double fast(double x) { return times_vanishing_fast(x, vmath::sigmoid(x)); }
+  CD_EW_INLINE static void block(float* x, int64_t n) {
+    alignas(64) float e[kBlock];
+    exp_neg_abs([x](int64_t i) { return static_cast<double>(x[i]); }, e, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = x_sigmoid(x[i], e[i], shift_scale(x[i]));
+  }
 };
+
 // gelu's tails are ill-conditioned in the argument (erfc(t) and e^2u change
-// by ~t^2 ulp per ulp of t), so float64 computes them in long double.
+// by ~t^2 ulp per ulp of t), so float64 computes them in long double, and
+// the float32 blocks carry the argument's rounding error as a correction.
 struct GeluF {
   template <class W> CD_EW_INLINE static W f(W x) {
     const W kSqrtHalf = 0.707106781186547524400844362104849039L;
     return times_vanishing(x, W{0.5} * std::erfc(-x * kSqrtHalf));
   }
-  CD_EW_INLINE static double fast(double x) {  // Phi(x) = erfc(-x / sqrt 2) / 2
-    const double half_erfc = 0.5 * vmath::erfc_nonneg(vmath::fabs(x) * 0.70710678118654752440);
-    const double phi = x >= 0.0 ? 1.0 - half_erfc : half_erfc;
-    return x != x ? x : times_vanishing_fast(x, phi);
+  // K(t) = exp(-t^2) / (sqrt(pi) erfc(t)) for t >= 3, by erfc's continued
+  // fraction: relative error < 1e-6 at 3, < 3e-10 from 6 on.
+  CD_EW_INLINE static float erfc_cf(float t) {
+    return t + 0.5f / (t + 1.0f / (t + 1.5f / (t + 2.0f / (t + 2.5f / (t + 3.0f / t)))));
+  }
+  // Phi(x) = erfc(-x / sqrt 2) / 2 with t = |x| / sqrt 2 in float64, split
+  // into float hi + lo. Below t = 6: erfc(hi + lo) = erfc(hi) (1 - 2 lo K(hi))
+  // with SLEEF's erfc. From 6 on (where erfc(t) heads into the subnormals,
+  // short of the bits x * erfc(t) / 2 needs): erfc(t) = e^-t^2 / (sqrt(pi) K(t))
+  // with e^-t^2 from exp_neg_abs, which carries t^2's rounding and the 2^-64 shift.
+  CD_EW_INLINE static void block(float* x, int64_t n) {
+    alignas(64) float e[kBlock];
+    alignas(64) float g[kBlock];
+    alignas(64) float lo[kBlock];
+    for (int64_t i = 0; i < n; ++i) {
+      const double t = std::fabs(static_cast<double>(x[i])) * 0.70710678118654752440;
+      const float hi = static_cast<float>(t);
+      const double d = t - static_cast<double>(hi);
+      e[i] = hi;
+      lo[i] = std::fabs(d) < 1.0 ? static_cast<float>(d) : 0.0f;
+    }
+    exp_neg_abs([x](int64_t i) { return tsq(x[i]); }, g, n);
+    sleef::map(sleef::Fn::erfc, e, n);
+    constexpr float kSqrtPi = 1.77245385090551602730f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      const float t = std::fabs(v) * 0.70710678f;  // only picks the branch
+      const float cf = erfc_cf(t);
+      const float k = t < 3.0f ? g[i] / (kSqrtPi * e[i]) : cf;
+      const float near = e[i] > 0.0f ? e[i] - e[i] * (2.0f * lo[i] * k) : e[i];
+      const bool far = t >= 6.0f && t == t;
+      const float ec = far ? g[i] / (kSqrtPi * cf) : near;  // erfc(|x| / sqrt 2) / scale
+      const float scale = far ? shift_scale(tsq(v)) : 1.0f;
+      const float neg = ec == 0.0f ? -0.0f : ((v * 0.5f) * ec) * scale;
+      x[i] = v >= 0.0f ? v * (1.0f - 0.5f * (ec * scale)) : neg;
+    }
+  }
+  CD_EW_INLINE static double tsq(float x) {  // (x / sqrt 2)^2
+    const double v = x;
+    return 0.5 * v * v;
   }
 };
 struct GeluTanhF {  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
@@ -127,10 +179,36 @@ struct GeluTanhF {  // 0.5 x (1 + tanh(u)) = x * sigmoid(2u)
     const W u = kSqrt2OverPi * (x + W{0.044715} * x * x * x);
     return times_vanishing(x, sigmoid(W{2} * u));
   }
-  CD_EW_INLINE static double fast(double x) {
-    const double u = 0.79788456080286535588 * (x + 0.044715 * x * x * x);
-    return times_vanishing_fast(x, vmath::sigmoid(2.0 * u));
+  CD_EW_INLINE static double two_u(float x) {
+    const double v = x;
+    return 2.0 * 0.79788456080286535588 * (v + 0.044715 * v * v * v);
   }
+  CD_EW_INLINE static void block(float* x, int64_t n) {
+    alignas(64) float e[kBlock];
+    exp_neg_abs([x](int64_t i) { return two_u(x[i]); }, e, n);
+    for (int64_t i = 0; i < n; ++i) x[i] = x_sigmoid(x[i], e[i], shift_scale(two_u(x[i])));
+  }
+};
+
+struct ExpF : SleefF<sleef::Fn::exp> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::exp(x); }
+};
+struct LogF : SleefF<sleef::Fn::log> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::log(x); }
+};
+struct SqrtF { template <class C> CD_EW_INLINE static C f(C x) { return std::sqrt(x); } };
+struct RsqrtF { template <class C> CD_EW_INLINE static C f(C x) { return C{1} / std::sqrt(x); } };
+struct SinF : SleefF<sleef::Fn::sin> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::sin(x); }
+};
+struct CosF : SleefF<sleef::Fn::cos> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::cos(x); }
+};
+struct TanhF : SleefF<sleef::Fn::tanh> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::tanh(x); }
+};
+struct ErfF : SleefF<sleef::Fn::erf> {
+  template <class C> CD_EW_INLINE static C f(C x) { return std::erf(x); }
 };
 
 template <class T> using Exp = FloatMap<T, ExpF>;
