@@ -687,13 +687,28 @@ def isa_digest(isa: str) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+# The float32/16-bit cases computed by SLEEF (sleef_map.h): its FMA builds (avx2, avx512) agree with each
+# other bit for bit; its baseline build (SSE2, no FMA) may differ from them in the last bit, within the
+# same bounds (test_vector_math_within_the_sleef_bounds runs under every cap in .ci/test). Names as
+# digest_cases spells them.
+SLEEF_OPS = {"exp", "log", "sin", "cos", "tanh", "erf", "sigmoid", "silu", "gelu", "gelugelu-tanh", "pow"}
+
+
+def computed_by_sleef(key: str) -> bool:
+    op, name = key.split("/")[:2]
+    return op in SLEEF_OPS and name != "float64"
+
+
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="the AVX builds exist on x86-64 only")
 def test_vector_builds_match_the_baseline_bit_for_bit():
     base = isa_digest("baseline")
+    fma = {}
     for isa in ("avx2", "avx512"):  # capped at what this CPU has: then it runs the best it can
-        other = isa_digest(isa)
-        differ = sorted(k for k in base if base[k] != other[k])
+        fma[isa] = other = isa_digest(isa)
+        differ = sorted(k for k in base if base[k] != other[k] and not computed_by_sleef(k))
         assert not differ, f"{isa} differs from baseline in {len(differ)} cases, e.g. {differ[:5]}"
+    differ = sorted(k for k in base if fma["avx2"][k] != fma["avx512"][k])
+    assert not differ, f"avx512 differs from avx2 in {len(differ)} cases, e.g. {differ[:5]}"
 
 
 def test_isa_cap_must_be_known():
@@ -740,9 +755,10 @@ DENSE = {  # op: (oracle, domain sampler)
 
 
 # The float32 bounds of the SLEEF path (sleef_map.h, backends/cpu/README.md): SLEEF's u10 functions
-# are within 1 ulp; sigmoid, silu and the two gelus add the roundings around them. float16 and bfloat16
+# are within 1 ulp, its u35 tanh within 3.5 (4 against the rounded oracle); sigmoid, silu and the two
+# gelus add the roundings around them. float16 and bfloat16
 # compute through float32 and round once: within 1 ulp of the correctly rounded result.
-SLEEF_ULP = {"exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 1, "erf": 1, "sigmoid": 2, "silu": 2, "gelu": 4}
+SLEEF_ULP = {"exp": 1, "log": 1, "sin": 1, "cos": 1, "tanh": 4, "erf": 1, "sigmoid": 2, "silu": 2, "gelu": 4}
 EDGES = [0.0, -0.0, 1e-45, -1e-45, 1e-40, -1e-40, 1.2e-38, -1.2e-38, 3.4e38, -3.4e38, np.inf, -np.inf, np.nan]
 
 

@@ -131,42 +131,57 @@ struct GeluF {
     const W kSqrtHalf = 0.707106781186547524400844362104849039L;
     return times_vanishing(x, W{0.5} * std::erfc(-x * kSqrtHalf));
   }
-  // K(t) = exp(-t^2) / (sqrt(pi) erfc(t)) for t >= 3, by erfc's continued
-  // fraction: relative error < 1e-6 at 3, < 3e-10 from 6 on.
+  // K(t) = exp(-t^2) / (sqrt(pi) erfc(t)) for t >= 6, by erfc's continued
+  // fraction (relative error < 3e-10 there).
   CD_EW_INLINE static float erfc_cf(float t) {
     return t + 0.5f / (t + 1.0f / (t + 1.5f / (t + 2.0f / (t + 2.5f / (t + 3.0f / t)))));
   }
+  // K(t) within 2 % for every t >= 0: (t + sqrt(t^2 + 4 / pi)) / 2, exact at
+  // 0, an upper bound of K (it only scales a correction of a few float ulp
+  // per unit of t^2).
+  CD_EW_INLINE static float erfc_k_near(float t) { return 0.5f * (t + std::sqrt(t * t + 1.27323954f)); }
   // Phi(x) = erfc(-x / sqrt 2) / 2 with t = |x| / sqrt 2 in float64, split
   // into float hi + lo. Below t = 6: erfc(hi + lo) = erfc(hi) (1 - 2 lo K(hi))
   // with SLEEF's erfc. From 6 on (where erfc(t) heads into the subnormals,
   // short of the bits x * erfc(t) / 2 needs): erfc(t) = e^-t^2 / (sqrt(pi) K(t))
-  // with e^-t^2 from exp_neg_abs, which carries t^2's rounding and the 2^-64 shift.
+  // with e^-t^2 from exp_neg_abs (which carries t^2's rounding and the 2^-64
+  // shift), computed only for blocks that have such an x.
   CD_EW_INLINE static void block(float* x, int64_t n) {
     alignas(64) float e[kBlock];
     alignas(64) float g[kBlock];
     alignas(64) float lo[kBlock];
+    bool any_far = false;
     for (int64_t i = 0; i < n; ++i) {
       const double t = std::fabs(static_cast<double>(x[i])) * 0.70710678118654752440;
       const float hi = static_cast<float>(t);
       const double d = t - static_cast<double>(hi);
       e[i] = hi;
       lo[i] = std::fabs(d) < 1.0 ? static_cast<float>(d) : 0.0f;
+      any_far |= hi >= 6.0f;
+    }
+    sleef::map(sleef::Fn::erfc, e, n);
+    if (!any_far) {
+      for (int64_t i = 0; i < n; ++i) x[i] = combine(x[i], near_erfc(x[i], e[i], lo[i]), 1.0f);
+      return;
     }
     exp_neg_abs([x](int64_t i) { return tsq(x[i]); }, g, n);
-    sleef::map(sleef::Fn::erfc, e, n);
     constexpr float kSqrtPi = 1.77245385090551602730f;
     for (int64_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      const float t = std::fabs(v) * 0.70710678f;  // only picks the branch
-      const float cf = erfc_cf(t);
-      const float k = t < 3.0f ? g[i] / (kSqrtPi * e[i]) : cf;
-      const float near = e[i] > 0.0f ? e[i] - e[i] * (2.0f * lo[i] * k) : e[i];
+      const float t = std::fabs(x[i]) * 0.70710678f;  // only picks the branch
       const bool far = t >= 6.0f && t == t;
-      const float ec = far ? g[i] / (kSqrtPi * cf) : near;  // erfc(|x| / sqrt 2) / scale
-      const float scale = far ? shift_scale(tsq(v)) : 1.0f;
-      const float neg = ec == 0.0f ? -0.0f : ((v * 0.5f) * ec) * scale;
-      x[i] = v >= 0.0f ? v * (1.0f - 0.5f * (ec * scale)) : neg;
+      const float ec = far ? g[i] / (kSqrtPi * erfc_cf(t)) : near_erfc(x[i], e[i], lo[i]);
+      x[i] = combine(x[i], ec, far ? shift_scale(tsq(x[i])) : 1.0f);
     }
+  }
+  // erfc(hi + lo) from SLEEF's erfc(hi) = e.
+  CD_EW_INLINE static float near_erfc(float x, float e, float lo) {
+    const float k = erfc_k_near(std::fabs(x) * 0.70710678f);
+    return e > 0.0f ? e - e * (2.0f * lo * k) : e;
+  }
+  // x Phi(x) from erfc(|x| / sqrt 2) = ec * scale.
+  CD_EW_INLINE static float combine(float x, float ec, float scale) {
+    const float neg = ec == 0.0f ? -0.0f : ((x * 0.5f) * ec) * scale;
+    return x >= 0.0f ? x * (1.0f - 0.5f * (ec * scale)) : neg;
   }
   CD_EW_INLINE static double tsq(float x) {  // (x / sqrt 2)^2
     const double v = x;

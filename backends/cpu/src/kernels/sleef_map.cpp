@@ -13,7 +13,7 @@ namespace sleef {
 void map(Fn fn, float* x, int64_t n) {
   switch (kernel_isa()) {
     case Isa::baseline: return map_sse2(fn, x, n);
-    case Isa::avx2: return map_avx(fn, x, n);
+    case Isa::avx2: return map_avx2(fn, x, n);
     default: return map_avx512(fn, x, n);
   }
 }
@@ -21,7 +21,7 @@ void map(Fn fn, float* x, int64_t n) {
 void pow(float* x, const float* y, int64_t n) {
   switch (kernel_isa()) {
     case Isa::baseline: return pow_sse2(x, y, n);
-    case Isa::avx2: return pow_avx(x, y, n);
+    case Isa::avx2: return pow_avx2(x, y, n);
     default: return pow_avx512(x, y, n);
   }
 }
@@ -40,7 +40,7 @@ void map(Fn fn, float* x, int64_t n) {
     case Fn::log: return apply<Sleef_logf1_u10purec>(x, n);
     case Fn::sin: return apply<Sleef_sinf1_u10purec>(x, n);
     case Fn::cos: return apply<Sleef_cosf1_u10purec>(x, n);
-    case Fn::tanh: return apply<Sleef_tanhf1_u10purec>(x, n);
+    case Fn::tanh: return apply<Sleef_tanhf1_u35purec>(x, n);
     case Fn::erf: return apply<Sleef_erff1_u10purec>(x, n);
     case Fn::erfc: return apply<Sleef_erfcf1_u15purec>(x, n);
   }

@@ -31,7 +31,7 @@ void CD_SLEEF_CAT(map, CD_SLEEF_LEVEL)(Fn fn, float* x, int64_t n) {
     case Fn::log: return apply<CD_SLEEF(log, u10)>(x, n);
     case Fn::sin: return apply<CD_SLEEF(sin, u10)>(x, n);
     case Fn::cos: return apply<CD_SLEEF(cos, u10)>(x, n);
-    case Fn::tanh: return apply<CD_SLEEF(tanh, u10)>(x, n);
+    case Fn::tanh: return apply<CD_SLEEF(tanh, u35)>(x, n);
     case Fn::erf: return apply<CD_SLEEF(erf, u10)>(x, n);
     case Fn::erfc: return apply<CD_SLEEF(erfc, u15)>(x, n);
   }
