@@ -150,15 +150,6 @@ void register_group(cd_kernel_registry* registry, const char* op, cd_kernel_fn f
 
 #define CD_EW_INLINE CD_ALWAYS_INLINE  // row bodies and op functors (numeric.h)
 
-// An op with `static constexpr bool kFixup = true` has a vectorized main
-// path that is wrong for some inputs (sin of a huge argument, pow of a
-// negative base): `outside(inputs...)` says which, `slow(inputs...)` gives
-// their result. Rows run the main path over everything, then a second pass
-// that patches the few outside elements.
-template <class Op, class = void> struct has_fixup : std::false_type {};
-template <class Op>
-struct has_fixup<Op, std::void_t<decltype(Op::kFixup)>> : std::bool_constant<Op::kFixup> {};
-
 template <class Op, class Out, class A>
 CD_EW_INLINE void unary_main(const Op& op, char* const* p, const int64_t* s, int64_t n) {
   if (s[0] == sizeof(Out) && s[1] == sizeof(A)) {
@@ -249,14 +240,6 @@ template <class Op, class Out, class A>
 CD_EW_INLINE void unary_elementwise(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
   const Op op(prm);
   unary_main<Op, Out, A>(op, p, s, n);
-  if constexpr (has_fixup<Op>::value) {
-    char* out = p[0];
-    const char* a = p[1];
-    for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1]) {
-      const A x = *reinterpret_cast<const A*>(a);
-      if (op.outside(x)) *reinterpret_cast<Out*>(out) = op.slow(x);
-    }
-  }
 }
 
 template <class Op, class Out, class A, class B>
@@ -293,16 +276,6 @@ template <class Op, class Out, class A, class B>
 CD_EW_INLINE void binary_elementwise(char* const* p, const int64_t* s, int64_t n, const Params& prm) {
   const Op op(prm);
   binary_main<Op, Out, A, B>(op, p, s, n);
-  if constexpr (has_fixup<Op>::value) {
-    char* out = p[0];
-    const char* a = p[1];
-    const char* b = p[2];
-    for (int64_t i = 0; i < n; ++i, out += s[0], a += s[1], b += s[2]) {
-      const A x = *reinterpret_cast<const A*>(a);
-      const B y = *reinterpret_cast<const B*>(b);
-      if (op.outside(x, y)) *reinterpret_cast<Out*>(out) = op.slow(x, y);
-    }
-  }
 }
 
 // A row's body: the blocked one for blocked ops, else element by element.
