@@ -17,7 +17,8 @@ from onnx import numpy_helper
 from .. import ops
 from .._tensor import tensor
 from ..errors import InvalidArgumentError
-from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
+from . import resize
+from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy, op_accepts
 from .dtypes import onnx_to_dtype
 from .limits import checked_numel
 
@@ -578,11 +579,87 @@ def checked_resize(ctx: NodeContext, shape: tuple[int, ...], attrs: dict[str, An
     return attrs
 
 
+def _general_resize(ctx: NodeContext) -> Kernel:
+    """Resize in any mode and rank, one gather and weighted sum per axis (resize.py)."""
+    spec = resize.ResizeSpec(mode=ctx.attr("mode", "nearest"),
+                      coordinates=ctx.attr("coordinate_transformation_mode", "half_pixel"),
+                      nearest_mode=ctx.attr("nearest_mode", "round_prefer_floor"),
+                      cubic_a=float(ctx.attr("cubic_coeff_a", -0.75)),
+                      exclude_outside=bool(ctx.attr("exclude_outside", 0)), antialias=bool(ctx.attr("antialias", 0)),
+                      extrapolation=float(ctx.attr("extrapolation_value", 0.0)),
+                      aspect_policy=ctx.attr("keep_aspect_ratio_policy", "stretch"))
+    checks = ((spec.mode, resize.MODES, "mode"),
+              (spec.coordinates, resize.COORDINATE_MODES, "coordinate_transformation_mode"),
+              (spec.nearest_mode, resize.NEAREST_MODES, "nearest_mode"),
+              (spec.aspect_policy, resize.ASPECT_POLICIES, "keep_aspect_ratio_policy"))
+    for value, choices, what in checks:
+        if value not in choices:
+            raise Unsupported(f"{what}={value!r} is not an ONNX Resize mode")
+    dt = ctx.require_dtype("gather", 0)
+    if spec.mode != "nearest":
+        ctx.require_dtype("mul", 0)
+        if not dt.is_floating:
+            raise Unsupported(f"{spec.mode} Resize of {dt.name} is outside the opset (float types; nearest for all)")
+    if spec.antialias and spec.mode == "nearest":
+        raise Unsupported("antialias applies to linear and cubic Resize, not nearest")
+    axes_attr = [int(a) for a in ctx.attr("axes")] if "axes" in ctx.attrs else None
+    has_sizes = ctx.has_input(3)
+    consts = {i: ctx.const(i) for i in (1, 2, 3) if ctx.has_input(i)}
+    cache: dict[Any, Any] = {}
+
+    def values(i: int, t: Any) -> list[float] | None:
+        v = consts.get(i)
+        if v is None and t is not None:
+            v = t.numpy()
+        return None if v is None else [float(e) for e in np.asarray(v).reshape(-1)]
+
+    def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
+        shape = [int(d) for d in x.shape]
+        rank = len(shape)
+        axes = [_norm_axis(a, rank) for a in axes_attr] if axes_attr is not None else list(range(rank))
+        given_sizes = values(3, sizes) if has_sizes else None
+        given_scales = None if has_sizes else values(2, scales)
+        window = values(1, roi) if spec.coordinates == "tf_crop_and_resize" else None
+        key = (tuple(shape), tuple(given_sizes or ()), tuple(given_scales or ()), tuple(window or ()))
+        steps = cache.get(key)
+        if steps is None:
+            if given_sizes is not None and len(given_sizes) != len(axes):
+                raise ctx.invalid(f"sizes {given_sizes} for {len(axes)} axes")
+            if given_sizes is None and (given_scales is None or len(given_scales) != len(axes)):
+                raise ctx.invalid(f"scales {given_scales} for {len(axes)} axes (or sizes) are needed")
+            if given_scales is not None and not all(math.isfinite(f) and f > 0 for f in given_scales):
+                raise ctx.invalid(f"scales {given_scales} must be finite and positive")
+            if given_sizes is not None and any(s < 0 for s in given_sizes):
+                raise ctx.invalid(f"sizes {given_sizes} must not be negative")
+            out, factors = resize.output_plan(shape, given_scales, [int(s) for s in given_sizes] if given_sizes else
+                                       given_sizes, axes, spec.aspect_policy)
+            ctx.check_output(out, dt)
+            full_roi = None
+            if window is not None:
+                if len(window) != 2 * len(axes):
+                    raise ctx.invalid(f"roi {window} for {len(axes)} axes")
+                full_roi = [0.0] * rank + [1.0] * rank
+                for k, a in enumerate(axes):
+                    full_roi[a], full_roi[rank + a] = window[k], window[len(axes) + k]
+            steps = cache[key] = resize.plan_resize(spec, shape, out, factors, full_roi, dt, x.device)
+            if len(cache) > 16:  # a model resizing to ever new sizes: keep the newest plans only
+                cache.pop(next(iter(cache)))
+        return resize.run_steps(x, steps) if steps else x
+
+    return run
+
+
 @converter("Resize", attributes=_RESIZE_ATTRS, since=11)
 def _resize(ctx: NodeContext) -> Kernel:
-    ctx.require_dtype("resize", 0)
-    ctx.require_rank(0, 4)
-    mode, rule = _resize_mode(ctx)
+    """The opset's resize op where it covers the node (rank 4, its modes and factors), else every mode by
+    gathers and weighted sums (_general_resize)."""
+    ctx.require_dtype("gather", 0)
+    if ctx.rank(0) != 4 or not op_accepts("resize", ctx.dtype(0)):
+        return _general_resize(ctx)
+    try:
+        mode, rule = _resize_mode(ctx)
+    except Unsupported:
+        return _general_resize(ctx)
     axes = list(ctx.attr("axes")) if "axes" in ctx.attrs else None
     has_sizes = ctx.has_input(3)
     sizes_const = ctx.const_ints(3) if has_sizes else None
@@ -590,21 +667,26 @@ def _resize(ctx: NodeContext) -> Kernel:
     if scales_const is not None:
         scales_const = [float(v) for v in np.asarray(scales_const).reshape(-1)]
     static = ctx.static_shape(0)
+    general = _general_resize(ctx)
     if static is not None and (sizes_const is not None or scales_const is not None):
         try:
             attrs = _resize_attrs(static, scales_const, sizes_const, axes, rule)
-        except InvalidArgumentError as exc:
-            raise Unsupported(exc.reason) from None
+        except InvalidArgumentError:
+            return general
         checked_resize(ctx, static, attrs)
         return lambda x, *_: ops.resize(x, mode=mode, **attrs)
 
     def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
-        if has_sizes:
-            given = sizes_const if sizes_const is not None else host_ints(sizes)
-            attrs = _resize_attrs(x.shape, None, given, axes, rule)
-        else:
-            given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
-            attrs = _resize_attrs(x.shape, given_scales, None, axes, rule)
+        try:
+            if has_sizes:
+                given = sizes_const if sizes_const is not None else host_ints(sizes)
+                attrs = _resize_attrs(x.shape, None, given, axes, rule)
+            else:
+                given_scales = (scales_const if scales_const is not None
+                                else [float(v) for v in scales.numpy().reshape(-1)])
+                attrs = _resize_attrs(x.shape, given_scales, None, axes, rule)
+        except InvalidArgumentError:
+            return general(x, roi, scales, sizes)
         return ops.resize(x, mode=mode, **checked_resize(ctx, x.shape, attrs))
 
     return run
