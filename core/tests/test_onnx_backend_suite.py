@@ -65,16 +65,13 @@ EXCLUDED: list[tuple[str, str]] = [
     (r"^test_cast(like)?_.*(FLOAT8|FLOAT4|INT4|INT2|UINT4|UINT2|E8M0)",
      "float8/float4/int4/int2 types are outside the opset"),
     (r"^test_pow_types_int(32|64)_", "pow with an integer base is outside the opset (pow takes float types)"),
-    (r"^test_reduce_(max|min)(_empty_set)?_bool", "max/min reductions of bool are outside the opset"),
     # -- attribute values and modes outside the opset
     (r"^test_(Conv3d|AvgPool3d|MaxPool3d|averagepool_3d|maxpool_3d|convtranspose_3d|lppool_3d)",
      "3-d convolution and pooling are outside the opset (1-d and 2-d)"),
-    (r"^test_arg(max|min)_.*_select_last_index_", "select_last_index=1 is outside the opset"),
     (r"^test_maxpool_with_argmax_", "MaxPool's Indices output is outside the opset"),
     (r"^test_averagepool_2d_dilations_", "dilated AveragePool is outside the opset"),
     (r"^test_averagepool_2d_pads_cpu$", "pads beyond half the window with count_include_pad=0 are outside the opset"),
     (r"^test_wrap_pad_", "Pad mode wrap is outside the opset"),
-    (r"^test_reduce_(max|min)_empty_set_cpu$", "max/min over an empty dim (the identity +-inf) is outside the opset"),
     # -- random and training-mode ops
     (r"^test_(bernoulli|training_dropout(_default)?(_mask)?_cpu$|random)", "random ops are outside the opset"),
     (r"^test_(adagrad|adam|momentum|nesterov_momentum|gradient_of)", "training ops (ai.onnx.preview.training) are "

@@ -132,9 +132,10 @@ def test_every_unsupported_node_is_listed_before_anything_runs():
 
 
 def test_attribute_outside_the_opset_is_unsupported():
-    node = helper.make_node("ArgMax", ["x"], ["y"], name="argmax_last", select_last_index=1)
-    model = _model([node], [_vi("x", [3, 4])], [_vi("y", [1, 4], TensorProto.INT64)])
-    with pytest.raises(UnsupportedModelError, match="select_last_index"):
+    node = helper.make_node("Pad", ["x", "pads"], ["y"], name="pad_wrap", mode="wrap")
+    model = _model([node], [_vi("x", [3, 4])], [_vi("y", [3, 6])], [_init("pads", np.array([0, 1, 0, 1]))],
+                   opset=19)
+    with pytest.raises(UnsupportedModelError, match="wrap"):
         Session(model, device=DEVICE)
 
 

@@ -369,30 +369,65 @@ def _depth_space(ctx: NodeContext) -> Kernel:
 _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
 
 
+def _empty_extreme(ctx: NodeContext, op: str, fn: Kernel, dt: Any) -> Kernel:
+    """max/min of ``dt`` that give the identity over an empty dim (-inf for max, +inf for min; the dtype's
+    lowest or highest integer), as ONNX's reference does; the opset's max and min need a nonempty one."""
+    if dt.is_floating:
+        fill = -math.inf if op == "max" else math.inf
+    else:
+        info = np.iinfo(dt.numpy)
+        fill = float(info.min if op == "max" else info.max)
+    exact = dt.is_floating or int(fill) == (info.min if op == "max" else info.max)
+
+    def run(x: Any, axes: list[int], keepdims: bool) -> Any:
+        dims = {_norm_axis(a, x.ndim) for a in axes} if axes else set(range(x.ndim))
+        if all(x.shape[a] for a in dims):
+            return fn(x, axes=axes, keepdims=keepdims)
+        if not exact:
+            raise ctx.invalid(f"{ctx.op_type} of {dt.name} over an empty dim: its identity is not a float")
+        shape = [1 if i in dims else d for i, d in enumerate(x.shape) if keepdims or i not in dims]
+        return ops.full(shape=shape, value=fill, dtype=dt, device=x.device)
+
+    return run
+
+
 @converter(*_REDUCE, attributes=("axes", "keepdims", "noop_with_empty_axes"))
 def _reduce(ctx: NodeContext) -> Kernel:
     op = _REDUCE[ctx.op_type]
-    ctx.require_dtype(op, 0)
+    is_bool = op in ("max", "min") and ctx.dtype(0).name == "bool"
+    if is_bool:  # max is any, min is all: on uint8 0/1, then back to bool
+        ctx.require_dtype("cast", 0)
+    else:
+        ctx.require_dtype(op, 0)
     since_input = 13 if ctx.op_type == "ReduceSum" else 18
     axes = _axes(ctx, 1, since_input)
     keepdims = bool(ctx.attr("keepdims", 1))
     noop = bool(ctx.attr("noop_with_empty_axes", 0))
-    fn = getattr(ops, op)
-    shape = ctx.shape(0)
-    if op in ("max", "min") and shape is not None and axes is not None:
-        reduced = [shape[a] for a in (axes or range(len(shape)))] if len(shape) else []
-        if 0 in reduced and not (noop and not axes):
-            raise Unsupported(f"{ctx.op_type} over an empty dim (the identity, +-inf) is outside the opset")
+    reduce = getattr(ops, op)
+    if op in ("max", "min"):
+        u8 = onnx_to_dtype(2)  # TensorProto.UINT8
+        reduce = _empty_extreme(ctx, op, reduce, u8 if is_bool else ctx.dtype(0))
+        if is_bool:
+            inner, boolean = reduce, ctx.dtype(0)
+
+            def reduce(x: Any, axes: list[int], keepdims: bool) -> Any:
+                return ops.cast(inner(ops.cast(x, to=u8), axes=axes, keepdims=keepdims), to=boolean)
+    else:
+        plain = reduce
+
+        def reduce(x: Any, axes: list[int], keepdims: bool) -> Any:
+            return plain(x, axes=axes, keepdims=keepdims)
+
     if axes is not None:
         if not axes and noop:
             return lambda x, *_: x
-        return lambda x, *_: fn(x, axes=axes, keepdims=keepdims)
+        return lambda x, *_: reduce(x, axes, keepdims)
 
     def run(x: Any, a: Any) -> Any:
         values = host_ints(a)
         if not values and noop:
             return x
-        return fn(x, axes=values, keepdims=keepdims)
+        return reduce(x, values, keepdims)
 
     return run
 
@@ -401,9 +436,18 @@ def _reduce(ctx: NodeContext) -> Kernel:
 def _arg(ctx: NodeContext) -> Kernel:
     op = ctx.op_type.lower()
     ctx.require_dtype(op, 0)
-    if ctx.attr("select_last_index", 0):
-        raise Unsupported("select_last_index=1 is outside the opset (the first index is returned)")
-    return functools.partial(getattr(ops, op), axis=int(ctx.attr("axis", 0)), keepdims=bool(ctx.attr("keepdims", 1)))
+    axis, keepdims = int(ctx.attr("axis", 0)), bool(ctx.attr("keepdims", 1))
+    first = functools.partial(getattr(ops, op), axis=axis, keepdims=keepdims)
+    if not ctx.attr("select_last_index", 0):
+        return first
+
+    def last(x: Any) -> Any:  # the first index in x reversed along the axis, counted from the end
+        dim = _norm_axis(axis, x.ndim)
+        reversed_x = ops.slice(x, starts=[-1], ends=[-_BIG], axes=[dim], steps=[-1])
+        top = tensor(np.asarray(x.shape[dim] - 1, dtype=np.int64), device=x.device)
+        return ops.sub(top, first(reversed_x))
+
+    return last
 
 
 @converter("CumSum", attributes=("exclusive", "reverse"))
