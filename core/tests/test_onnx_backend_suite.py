@@ -48,7 +48,6 @@ EXCLUDED: list[tuple[str, str]] = [
      r"tensorscatter|reversesequence|maxunpool|lppool)(?!.*_expanded)", "op outside the opset"),
     (r"^test_(gridsample|roialign|nonmaxsuppression|deform_conv|basic_deform_conv|image_decoder|affine_grid)_",
      "vision op outside the opset (its function body, where any, needs If/Loop or ops outside the opset)"),
-    (r"^test_(gru|lstm|rnn_seq|simple_rnn)_", "recurrent ops are outside the opset"),
     (r"^test_(dynamicquantizelinear|quantizelinear|dequantizelinear|qlinear|convinteger|matmulinteger)",
      "quantized ops (and their integer/float8 types) are outside the opset"),
     (r"^test_(if|loop|scan)\d*(_|$)", "control flow (subgraphs) is outside the opset"),

@@ -202,3 +202,56 @@ def test_unsupported_ops_are_listed_once_with_the_users_node_names():
     assert "RandomUniformLike" in dict((n[0], n[2]) for n in err.nodes)["my_coin"]
     assert "my_coin/" not in str(err)  # never a node of the inlined body
     del x
+
+
+@pytest.mark.parametrize("op,direction,layout,extra", [
+    ("LSTM", "bidirectional", 0, {"clip": 3.0}), ("LSTM", "reverse", 1, {"input_forget": 1}),
+    ("LSTM", "forward", 0, {"activations": ["HardSigmoid", "Tanh", "Relu"]}),
+    ("GRU", "bidirectional", 1, {"linear_before_reset": 1}), ("GRU", "reverse", 0, {}),
+    ("RNN", "bidirectional", 0, {"activations": ["Tanh", "LeakyRelu"], "activation_alpha": [0.2]}),
+])
+def test_recurrent(op, direction, layout, extra):
+    seq, batch, size, hidden = 5, 3, 4, 6
+    dirs = 2 if direction == "bidirectional" else 1
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[op]
+    x = RNG.standard_normal((batch, seq, size) if layout else (seq, batch, size)).astype(np.float32)
+    state = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+    consts = {"W": RNG.standard_normal((dirs, gates * hidden, size)).astype(np.float32) * 0.5,
+              "R": RNG.standard_normal((dirs, gates * hidden, hidden)).astype(np.float32) * 0.5,
+              "B": RNG.standard_normal((dirs, 2 * gates * hidden)).astype(np.float32) * 0.2,
+              "lens": np.array([5, 2, 4], np.int32)}
+    names = ["x", "W", "R", "B", "lens", "h0"]
+    inputs = {"x": x, "h0": RNG.standard_normal(state).astype(np.float32)}
+    outputs = ["y", "yh"]
+    if op == "LSTM":
+        inputs["c0"] = RNG.standard_normal(state).astype(np.float32)
+        consts["P"] = RNG.standard_normal((dirs, 3 * hidden)).astype(np.float32) * 0.3
+        names += ["c0", "P"]
+        outputs.append("yc")
+    def model_of(lay):
+        node = helper.make_node(op, names, outputs, name="rec", hidden_size=hidden, direction=direction,
+                                layout=lay, **extra)
+        given = {k: (v if lay == layout else np.swapaxes(v, 0, 1)) for k, v in inputs.items()}
+        return shape_inference.infer_shapes(helper.make_model(helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info(k, F32, v.shape) for k, v in given.items()],
+            [helper.make_empty_tensor_value_info(o) for o in outputs],
+            [numpy_helper.from_array(v, k) for k, v in consts.items()]),
+            opset_imports=[helper.make_opsetid("", 14)])), given
+
+    model, _ = model_of(layout)
+    got = Session(model, device=DEVICE).run(inputs)
+    # onnxruntime runs sequence-first only: a batch-first model is checked against its sequence-first twin
+    twin, twin_inputs = model_of(0)
+    expected = ort.InferenceSession(twin.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, twin_inputs)
+    if layout:
+        expected = [np.transpose(expected[0], (2, 0, 1, 3))] + [np.swapaxes(e, 0, 1) for e in expected[1:]]
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+def test_recurrent_y_only():
+    x = RNG.standard_normal((4, 2, 3)).astype(np.float32)
+    w, r = (RNG.standard_normal((1, 5, 3)).astype(np.float32), RNG.standard_normal((1, 5, 5)).astype(np.float32))
+    node = helper.make_node("RNN", ["x", "W", "R"], ["y"], name="rnn", hidden_size=5)
+    _check(node, {"x": x}, 14, consts={"W": w, "R": r}, rtol=1e-4, atol=1e-5)
