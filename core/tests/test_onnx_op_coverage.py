@@ -255,3 +255,20 @@ def test_recurrent_y_only():
     w, r = (RNG.standard_normal((1, 5, 3)).astype(np.float32), RNG.standard_normal((1, 5, 5)).astype(np.float32))
     node = helper.make_node("RNN", ["x", "W", "R"], ["y"], name="rnn", hidden_size=5)
     _check(node, {"x": x}, 14, consts={"W": w, "R": r}, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Conv", {"pads": [1, 0, 1, 0, 1, 1], "strides": [2, 1, 1], "dilations": [1, 2, 1], "group": 2}),
+    ("MaxPool", {"kernel_shape": [3, 2, 2], "pads": [1, 0, 1, 1, 0, 1], "strides": [2, 1, 2]}),
+    ("AveragePool", {"kernel_shape": [3, 2, 2], "pads": [1, 1, 0, 1, 0, 1], "strides": [2, 2, 1]}),
+    ("AveragePool", {"kernel_shape": [2, 2, 2], "pads": [1, 0, 1, 1, 1, 0], "count_include_pad": 1}),
+])
+def test_3d_windows(op, attrs):
+    x = RNG.standard_normal((2, 4, 5, 6, 5)).astype(np.float32)
+    consts, names = {}, ["x"]
+    if op == "Conv":
+        consts = {"w": RNG.standard_normal((6, 2, 3, 2, 3)).astype(np.float32),
+                  "b": RNG.standard_normal(6).astype(np.float32)}
+        names += ["w", "b"]
+    _check(helper.make_node(op, names, ["y"], name="w3d", **attrs), {"x": x}, 19, consts=consts, rtol=1e-4,
+           atol=1e-5)
