@@ -272,3 +272,28 @@ def test_3d_windows(op, attrs):
         names += ["w", "b"]
     _check(helper.make_node(op, names, ["y"], name="w3d", **attrs), {"x": x}, 19, consts=consts, rtol=1e-4,
            atol=1e-5)
+
+
+@pytest.mark.parametrize("op,periodic", [("HannWindow", 1), ("HammingWindow", 0), ("BlackmanWindow", 1)])
+def test_windows(op, periodic):
+    size = np.array(10, np.int64)
+    node = helper.make_node(op, ["n"], ["y"], name="win", periodic=periodic)
+    _check(node, {"n": size}, 17, rtol=1e-5, atol=1e-6, out_shape=(10,))
+
+
+def test_center_crop_pad_reverse_sequence_lp_pool_and_wrap_pad():
+    x = RNG.standard_normal((3, 5, 4)).astype(np.float32)
+    _check(helper.make_node("CenterCropPad", ["x", "s"], ["y"], name="ccp", axes=[0, 2]), {"x": x}, 18,
+           consts={"s": np.array([2, 7], np.int64)})
+    _check(helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rev", batch_axis=1, time_axis=0),
+           {"x": x}, 10, consts={"lens": np.array([3, 1, 2, 3, 0], np.int64)})
+    _check(helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rev", batch_axis=0, time_axis=1),
+           {"x": x}, 10, consts={"lens": np.array([5, 2, 4], np.int64)})
+    x4 = RNG.standard_normal((1, 2, 6, 5)).astype(np.float32)
+    for p in (1, 2, 3):
+        _check(helper.make_node("LpPool", ["x"], ["y"], name="lp", kernel_shape=[3, 2], pads=[1, 0, 1, 1], p=p,
+                                strides=[2, 1]), {"x": x4}, 18, rtol=1e-4, atol=1e-5)
+    _check(helper.make_node("GlobalLpPool", ["x"], ["y"], name="glp", p=3), {"x": x4}, 2, rtol=1e-4, atol=1e-5,
+           reference=False)  # onnx.reference has no GlobalLpPool
+    _check(helper.make_node("Pad", ["x", "pads"], ["y"], name="wrap", mode="wrap"), {"x": x}, 19,
+           consts={"pads": np.array([0, 2, 5, 0, 7, 1], np.int64)})

@@ -274,8 +274,8 @@ def _scatter(ctx: NodeContext) -> Kernel:
 @converter("Pad", attributes=("mode", "pads", "paddings", "value"))
 def _pad(ctx: NodeContext) -> Kernel:
     mode = ctx.attr("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise Unsupported(f"mode={mode!r} is outside the opset")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise Unsupported(f"mode={mode!r} is not an ONNX Pad mode")
     rank = ctx.rank(0)
     if rank is None:
         raise Unsupported("the input's rank is unknown after shape inference")
@@ -311,9 +311,27 @@ def _pad(ctx: NodeContext) -> Kernel:
         amounts = pads if pads is not None else host_ints(p)
         fill = value if value is not None else float(v.numpy().reshape(-1)[0])
         ax = [_norm_axis(i, rank) for i in (axes if axes is not None else host_ints(a))]
-        return ops.pad(x, pads=full_pads(list(x.shape), amounts, ax), mode=mode, value=fill)
+        full = full_pads(list(x.shape), amounts, ax)
+        if mode == "wrap":
+            return _wrap_pad(ctx, x, full)
+        return ops.pad(x, pads=full, mode=mode, value=fill)
 
     return run
+
+
+def _wrap_pad(ctx: NodeContext, x: Any, full: list[int]) -> Any:
+    """Pad mode wrap: each padded axis gathers positions (i - begin) mod dim, the input repeated around."""
+    rank = x.ndim
+    for axis in range(rank):
+        begin, end = full[axis], full[rank + axis]
+        if not begin and not end:
+            continue
+        dim = x.shape[axis]
+        if dim == 0:
+            raise ctx.invalid(f"wrap padding of the empty axis {axis}")
+        index = np.asarray([(i - begin) % dim for i in range(begin + dim + end)], dtype=np.int64)
+        x = ops.gather(x, tensor(index, device=x.device), axis=axis)
+    return x
 
 
 @converter("Tile", attributes=("tiles", "axis"))
