@@ -316,3 +316,17 @@ def test_every_op_without_a_converter_is_listed_in_the_docs_with_its_reason():
                     if schema.domain in ("", "ai.onnx") and schema.since_version <= 21 and not schema.deprecated}
     missing = sorted(op for op in ops_up_to_21 if find_converter(op, 21) is None and op not in named)
     assert not missing, f"ops without a converter that docs/models.md does not list: {missing}"
+
+
+@pytest.mark.parametrize("op,fn,low,high", [
+    ("Tan", np.tan, -1.5, 1.5), ("Sinh", np.sinh, -89.0, 89.0), ("Cosh", np.cosh, -89.0, 89.0),
+    ("Asinh", np.arcsinh, -1e30, 1e30), ("Acosh", np.arccosh, 1.0, 1e30), ("Atanh", np.arctanh, -1.0, 1.0),
+])
+def test_tangent_and_hyperbolics_stay_accurate(op, fn, low, high):
+    mags = np.concatenate([np.geomspace(1e-7, 1.0, 40), np.geomspace(1.0, 1e30, 40)])
+    x = np.unique(np.clip(np.concatenate([mags, -mags, [0.0, 1.0, -1.0]]), low, high)).astype(np.float32)
+    (y,) = Session(_model(helper.make_node(op, ["x"], ["y"], name="h"), {"x": x}, 9), device=DEVICE).run([x])
+    want = fn(x.astype(np.float64))
+    finite = np.isfinite(want) & (np.abs(want) < 3e38)
+    np.testing.assert_allclose(y[finite], want[finite], rtol=2e-6, atol=0)  # a few float32 ulps
+    np.testing.assert_array_equal(np.isinf(y[~finite]), np.isinf(want[~finite]))

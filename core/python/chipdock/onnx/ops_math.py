@@ -249,3 +249,76 @@ def _mvn(ctx: NodeContext) -> Kernel:
 
 
 __all__ = ["softplus_kernel", "softplus_threshold"]
+
+
+# ------------------------------------------------------------------ hyperbolic and tangent
+#
+# Composed so that no step cancels: sinh of a small x through tanh(x / 2), log1p through Goldberg's
+# log(u) * y / (u - 1) (u = 1 + y, exact where u rounds to 1), and the inverse hyperbolics on |x| with the
+# sign put back. Near overflow, exp(|x| - ln 2) replaces exp(|x|) / 2.
+
+_LN2 = math.log(2.0)
+#: |x| from which x * x would overflow in the inverse hyperbolics: log(2|x|) is their value there
+_SQUARE_LIMIT = {"float16": 200.0}
+#: |x| from which exp(|x|) overflows (the halves are taken first beyond it)
+_EXP_LIMIT = {"float64": 700.0, "float16": 10.0}
+
+
+def _log1p(y: Any, s: Any) -> Any:
+    u = ops.add(s(1.0), y)
+    small = ops.div(ops.mul(ops.log(u), y), ops.sub(u, s(1.0)))
+    return ops.where(ops.gt(y, s(1.0)), ops.log(u), ops.where(ops.eq(u, s(1.0)), y, small))
+
+
+def _signed(x: Any, magnitude: Any, s: Any) -> Any:
+    return ops.where(ops.lt(x, s(0.0)), ops.neg(magnitude), magnitude)
+
+
+@converter("Tan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", since=7)
+def _hyperbolic(ctx: NodeContext) -> Kernel:
+    dt = _float_input(ctx)
+    device = ctx.device
+
+    def s(v: float) -> Any:
+        return _scalar(v, dt, device)
+
+    square_limit, exp_limit = _SQUARE_LIMIT.get(dt.name, 1e8), _EXP_LIMIT.get(dt.name, 80.0)
+
+    def tan(x: Any) -> Any:
+        return ops.div(ops.sin(x), ops.cos(x))
+
+    def halves(a: Any) -> tuple[Any, Any]:  # exp(a) / 2 and exp(-a) / 2, the first without early overflow
+        big = ops.gt(a, s(exp_limit))
+        up = ops.where(big, ops.exp(ops.sub(a, s(_LN2))), ops.mul(s(0.5), ops.exp(a)))
+        return up, ops.mul(s(0.5), ops.exp(ops.neg(a)))
+
+    def sinh(x: Any) -> Any:
+        a = ops.abs(x)
+        t = ops.tanh(ops.mul(s(0.5), a))
+        small = ops.div(ops.add(t, t), ops.sub(s(1.0), ops.mul(t, t)))
+        up, down = halves(a)
+        return _signed(x, ops.where(ops.lt(a, s(1.0)), small, ops.sub(up, down)), s)
+
+    def cosh(x: Any) -> Any:
+        up, down = halves(ops.abs(x))
+        return ops.add(up, down)
+
+    def asinh(x: Any) -> Any:
+        a = ops.abs(x)
+        big = ops.gt(a, s(square_limit))
+        safe = ops.where(big, s(1.0), a)
+        sq = ops.mul(safe, safe)
+        mid = _log1p(ops.add(safe, ops.div(sq, ops.add(s(1.0), ops.sqrt(ops.add(s(1.0), sq))))), s)
+        return _signed(x, ops.where(big, ops.add(ops.log(a), s(_LN2)), mid), s)
+
+    def acosh(x: Any) -> Any:
+        big = ops.gt(x, s(square_limit))
+        t = ops.sub(ops.where(big, s(1.0), x), s(1.0))
+        mid = _log1p(ops.add(t, ops.sqrt(ops.mul(t, ops.add(t, s(2.0))))), s)
+        return ops.where(big, ops.add(ops.log(x), s(_LN2)), mid)  # NaN below 1 (the sqrt of a negative)
+
+    def atanh(x: Any) -> Any:
+        a = ops.abs(x)
+        return _signed(x, ops.mul(s(0.5), _log1p(ops.div(ops.add(a, a), ops.sub(s(1.0), a)), s)), s)
+
+    return {"Tan": tan, "Sinh": sinh, "Cosh": cosh, "Asinh": asinh, "Acosh": acosh, "Atanh": atanh}[ctx.op_type]
