@@ -30,6 +30,7 @@ from .._tensor import tensor
 from ..errors import InvalidArgumentError, OutOfMemoryError
 from . import ops_elementwise, ops_index, ops_math, ops_nn, ops_recurrent, ops_signal, ops_tensor  # noqa: F401  (register the converters)
 from ._registry import NodeContext, Unsupported, find_converter
+from .coverage import refusal
 from .dtypes import onnx_to_dtype, onnx_type_name
 from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
 from .limits import MemoryBudget, MemoryLimitError, format_size, static_nbytes
@@ -310,7 +311,7 @@ class Session:
         problems = []
         conv = find_converter(node.op_type, self._node_opsets.get(name, self.opset))
         if conv is None:
-            problems.append("unknown op (no converter and no function body)")
+            problems.append(refusal(node.op_type))
         else:
             extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
             if extra:
