@@ -45,7 +45,7 @@ EXCLUDED: list[tuple[str, str]] = [
     (r"^test_(bitshift|bitwise|bitcast)_", "bit manipulation is outside the opset"),
     (r"^test_mod_(float|mixed_sign_float)", "floating-point Mod has no exact form in the opset"),
     (r"^test_(det|cumprod|dft|stft|melweightmatrix|col2im|nonzero|unique|compress|"
-     r"tensorscatter|maxunpool)(?!.*_expanded)", "op outside the opset"),
+     r"tensorscatter)(?!.*_expanded)", "op outside the opset"),
     (r"^test_lppool_(3d|2d_dilations|2d_same)", "3-d, dilated and SAME-padded LpPool are outside the opset"),
     (r"^test_(gridsample|roialign|nonmaxsuppression|deform_conv|basic_deform_conv|image_decoder|affine_grid)_",
      "vision op outside the opset (its function body, where any, needs If/Loop or ops outside the opset)"),

@@ -332,3 +332,38 @@ def test_tangent_and_hyperbolics_stay_accurate(op, fn, low, high):
     finite = np.isfinite(want) & (np.abs(want) < 3e38)
     np.testing.assert_allclose(y[finite], want[finite], rtol=2e-6, atol=0)  # a few float32 ulps
     np.testing.assert_array_equal(np.isinf(y[~finite]), np.isinf(want[~finite]))
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction,ignore,weighted", [("mean", 1, True), ("sum", None, False),
+                                                       ("none", 2, True), ("mean", None, False)])
+def test_losses(op, reduction, ignore, weighted):
+    x = RNG.standard_normal((3, 4, 2)).astype(np.float32)
+    target = np.array([[0, 1], [2, 3], [1, 1]], np.int64)
+    consts = {"t": target}
+    names = ["x", "t"]
+    if weighted:
+        consts["w"] = np.array([0.5, 1.0, 2.0, 0.25], np.float32)
+        names.append("w")
+    attrs = {"reduction": reduction} if ignore is None else {"reduction": reduction, "ignore_index": ignore}
+    outputs = ["loss", "logp"] if op == "SoftmaxCrossEntropyLoss" else ["loss"]
+    node = helper.make_node(op, names, outputs, name="loss", **attrs)
+    _check(node, {"x": x}, 13, consts=consts, rtol=1e-5, atol=1e-6)
+
+
+def test_max_unpool():
+    x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    pool = helper.make_node("MaxPool", ["x"], ["p", "i"], kernel_shape=[2, 2], strides=[2, 2])
+    pooled, where = ReferenceEvaluator(helper.make_graph(
+        [pool], "g", [helper.make_tensor_value_info("x", F32, x.shape)],
+        [helper.make_tensor_value_info("p", F32, None), helper.make_tensor_value_info("i", TensorProto.INT64, None)]
+    ), opsets={"": 11}).run(None, {"x": x})
+    node = helper.make_node("MaxUnpool", ["p", "i"], ["y"], name="unpool", kernel_shape=[2, 2], strides=[2, 2])
+    _check(node, {"p": pooled, "i": where}, 11)
+    # A larger output_shape holds the unpooled size at its start (ONNX's reference and backend suite; onnxruntime
+    # reads the indices as into output_shape instead)
+    node = helper.make_node("MaxUnpool", ["p", "i", "s"], ["y"], name="unpool", kernel_shape=[2, 2], strides=[2, 2])
+    model = _model(node, {"p": pooled, "i": where}, 11, {"s": np.array([1, 2, 5, 5], np.int64)}, (1, 2, 5, 5))
+    (y,) = Session(model, device=DEVICE).run({"p": pooled, "i": where})
+    np.testing.assert_array_equal(y, ReferenceEvaluator(model).run(None, {"p": pooled, "i": where})[0])
+    assert (y[:, :, 4, :] == 0).all() and (y[:, :, :, 4] == 0).all()

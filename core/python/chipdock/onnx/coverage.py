@@ -20,7 +20,6 @@ _GROUPS: list[tuple[tuple[str, ...], str]] = [
     (("RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial", "Bernoulli"),
      "no random-number op in the opset"),
     (("DFT", "STFT", "MelWeightMatrix", "Det"), "no spectral or determinant op in the opset"),
-    (("MaxUnpool",), "no opset op yet"),
     (("StringConcat", "StringNormalizer", "StringSplit", "RegexFullMatch", "TfIdfVectorizer", "ImageDecoder"),
      "string and image-decoding ops are outside a tensor opset"),
 ]

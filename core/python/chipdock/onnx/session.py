@@ -28,7 +28,16 @@ from .._dtypes import dtype
 from .._runtime import Device, _resolve_device
 from .._tensor import tensor
 from ..errors import InvalidArgumentError, OutOfMemoryError
-from . import ops_elementwise, ops_index, ops_math, ops_nn, ops_recurrent, ops_signal, ops_tensor  # noqa: F401  (register the converters)
+from . import (  # noqa: F401  (register the converters)
+    ops_elementwise,
+    ops_index,
+    ops_loss,
+    ops_math,
+    ops_nn,
+    ops_recurrent,
+    ops_signal,
+    ops_tensor,
+)
 from ._registry import NodeContext, Unsupported, find_converter
 from .coverage import refusal
 from .dtypes import onnx_to_dtype, onnx_type_name
