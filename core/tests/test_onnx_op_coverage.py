@@ -367,3 +367,13 @@ def test_max_unpool():
     (y,) = Session(model, device=DEVICE).run({"p": pooled, "i": where})
     np.testing.assert_array_equal(y, ReferenceEvaluator(model).run(None, {"p": pooled, "i": where})[0])
     assert (y[:, :, 4, :] == 0).all() and (y[:, :, :, 4] == 0).all()
+
+
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 4, 5], [2, 1, 3, 4, 2]])
+def test_affine_grid(align, size):
+    rank = len(size) - 2
+    theta = RNG.standard_normal((2, rank, rank + 1)).astype(np.float32)
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="grid", align_corners=align)
+    _check(node, {"theta": theta}, 20, consts={"size": np.array(size, np.int64)}, rtol=1e-5, atol=1e-6,
+           out_shape=tuple([size[0], *size[2:], rank]))

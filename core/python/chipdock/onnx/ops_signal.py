@@ -1,4 +1,4 @@
-"""Converters of the window functions, CenterCropPad, ReverseSequence and the Lp pools, natively.
+"""Converters of the window functions, CenterCropPad, ReverseSequence, the Lp pools and AffineGrid, natively.
 
 The windows are the spec's cosine sums over ``arange`` (periodic: a period of
 ``size``, else ``size - 1``); CenterCropPad a centred slice or pad per axis;
@@ -173,3 +173,33 @@ def _global_lp_pool(ctx: NodeContext) -> Kernel:
         raise Unsupported("GlobalLpPool needs an input of known rank >= 3")
     power, root = _powered(float(ctx.attr("p", 2)), dt, ctx.device)
     return lambda x: root(ops.sum(power(x), axes=list(range(2, rank)), keepdims=True))
+
+
+def _grid_axis(n: int, align_corners: bool) -> np.ndarray:
+    """The normalized coordinates of n positions in [-1, 1] (the corners' centres, or the pixels' centres)."""
+    if align_corners:
+        return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+    return (2.0 * np.arange(n) + 1.0) / n - 1.0
+
+
+@converter("AffineGrid", attributes=("align_corners",), since=20)
+def _affine_grid(ctx: NodeContext) -> Kernel:
+    """theta (N, 2, 3) or (N, 3, 4) applied to the base grid of ``size``: one batched matmul."""
+    dt = ctx.require_dtype("matmul", 0)
+    align = bool(ctx.attr("align_corners", 0))
+    size_const = ctx.const_ints(1)
+
+    def run(theta: Any, size: Any) -> Any:
+        dims = size_const if size_const is not None else host_ints(size)
+        spatial = dims[2:]
+        if len(spatial) not in (2, 3) or list(theta.shape[1:]) != [len(spatial), len(spatial) + 1]:
+            raise ctx.invalid(f"theta of shape {list(theta.shape)} for size {dims}")
+        ctx.check_output([dims[0], *spatial, len(spatial)], dt)
+        axes = [_grid_axis(n, align) for n in reversed(spatial)]  # x (width) first, as the spec orders them
+        mesh = np.meshgrid(*reversed(axes), indexing="ij")  # (D,) H, W grids, outermost first
+        coords = [m.reshape(-1) for m in reversed(mesh)] + [np.ones(math.prod(spatial))]
+        base = tensor(np.ascontiguousarray(np.stack(coords, axis=1).astype(dt.numpy)[None]), device=theta.device)
+        grid = ops.matmul(base, ops.transpose(theta, perm=[0, 2, 1]))  # (N, prod(spatial), rank)
+        return ops.reshape(grid, shape=[dims[0], *spatial, len(spatial)])
+
+    return run
