@@ -377,3 +377,21 @@ def test_affine_grid(align, size):
     node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="grid", align_corners=align)
     _check(node, {"theta": theta}, 20, consts={"size": np.array(size, np.int64)}, rtol=1e-5, atol=1e-6,
            out_shape=tuple([size[0], *size[2:], rank]))
+
+
+@pytest.mark.parametrize("to", [TensorProto.INT8, TensorProto.UINT8])
+def test_quantize_dequantize_per_axis(to):
+    x = (RNG.standard_normal((2, 3, 4)) * 40).astype(np.float32)
+    x[0, 0, :3] = [0.5, 1.5, -2.5]  # halves: to even
+    scale = np.array([0.5, 1.0, 0.25], np.float32)
+    zero = np.array([0, 3, -2] if to == TensorProto.INT8 else [128, 3, 10],
+                    np.int8 if to == TensorProto.INT8 else np.uint8)
+    q = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q", axis=1)
+    (y,) = _check(q, {"x": x}, 19, consts={"s": scale, "z": zero})
+    d = helper.make_node("DequantizeLinear", ["y", "s", "z"], ["x2"], name="dq", axis=1)
+    _check(d, {"y": y}, 19, consts={"s": scale, "z": zero})
+
+
+def test_dynamic_quantize_linear():
+    x = np.array([[0.0, 2.0, -3.0, 10.0], [1.5, -0.25, 7.0, 4.0]], np.float32)
+    _check(helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dql"), {"x": x}, 20)

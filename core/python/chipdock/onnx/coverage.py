@@ -11,8 +11,8 @@ _GROUPS: list[tuple[tuple[str, ...], str]] = [
     (("If", "Loop", "Scan", "SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
       "SequenceLength", "SplitToSequence", "ConcatFromSequence", "SequenceMap", "Optional", "OptionalGetElement",
       "OptionalHasElement"), "subgraphs (control flow), sequence and optional values are not planned yet"),
-    (("QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger", "QLinearConv",
-      "QLinearMatMul"), "quantized ops need opset ops (with their integer accumulation) that do not exist yet"),
+    (("ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul"),
+     "quantized GEMM and convolution need opset ops (with their integer accumulation) that do not exist yet"),
     (("NonMaxSuppression", "RoiAlign", "MaxRoiPool", "GridSample", "DeformConv", "Col2Im"),
      "vision op with no opset op yet"),
     (("NonZero", "Compress", "Unique"), "its output is sized by the data: the plan has no op whose output shape "

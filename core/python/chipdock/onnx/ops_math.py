@@ -166,9 +166,13 @@ def _floor_ceil(ctx: NodeContext) -> Kernel:
 
 @converter("Round", since=11)
 def _round(ctx: NodeContext) -> Kernel:
-    dt = _float_input(ctx, "cast")
-    trunc = _truncate_kernel(dt, ctx.device)
-    one, half, two = (_scalar(v, dt, ctx.device) for v in (1.0, 0.5, 2.0))
+    return round_half_even_kernel(_float_input(ctx, "cast"), ctx.device)
+
+
+def round_half_even_kernel(dt: Any, device: Any) -> Kernel:
+    """x rounded to the nearest whole number, halves to even, exactly (the opset has no round op)."""
+    trunc = _truncate_kernel(dt, device)
+    one, half, two = (_scalar(v, dt, device) for v in (1.0, 0.5, 2.0))
 
     def run(x: Any) -> Any:  # to the nearest, halves to even
         small, t = trunc(x)

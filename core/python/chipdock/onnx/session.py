@@ -34,6 +34,7 @@ from . import (  # noqa: F401  (register the converters)
     ops_loss,
     ops_math,
     ops_nn,
+    ops_quant,
     ops_recurrent,
     ops_signal,
     ops_tensor,
