@@ -182,17 +182,26 @@ def _body_opset(body: onnx.FunctionProto, default: int) -> int:
     return default
 
 
-def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
+def expand_functions(model: onnx.ModelProto, expand_all: bool = False,
+                     origins: dict[str, tuple[str, str]] | None = None) -> tuple[onnx.ModelProto, dict[str, int]]:
     """Replaces nodes without a converter by their schema's function body, until none is left.
 
     Returns the model and the opset version of each inlined node whose body was
-    written for another version than the model's (by node name).
+    written for another version than the model's (by node name). ``expand_all``
+    inlines every function op, converter or not (to type-check a model whose
+    function ops ONNX's own inference gets wrong). ``origins``, when given, gets
+    for each inlined node the name and op type of the node of the model it came
+    from (so that errors name the node the user wrote).
     """
     version = default_opset(model)
     opsets: dict[str, int] = {}
+
+    def wanted(n: onnx.NodeProto) -> bool:
+        return n.domain in _DEFAULT_DOMAINS and (
+            expand_all or find_converter(n.op_type, opsets.get(n.name, version)) is None)
+
     for _ in range(_MAX_EXPANSION_ROUNDS):
-        targets = [n for n in model.graph.node
-                   if n.domain in _DEFAULT_DOMAINS and find_converter(n.op_type, opsets.get(n.name, version)) is None]
+        targets = [n for n in model.graph.node if wanted(n)]
         if not targets:
             break
         try:
@@ -204,16 +213,19 @@ def expand_functions(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str,
         for idx, node in enumerate(model.graph.node):
             body = None
             node_version = opsets.get(node.name, version)
-            if node.domain in _DEFAULT_DOMAINS and find_converter(node.op_type, node_version) is None:
+            if wanted(node):
                 body = _function_body(node, node_version, types)
             if body is None:
                 nodes.append(node)
                 continue
             inlined = _inline(node, body, node.name or f"{node.op_type}_{idx}", _schema(node, node_version))
             body_version = _body_opset(body, node_version)
+            root = (origins or {}).get(node.name, (node.name or f"{node.op_type}_{idx}", node.op_type))
             for new in inlined:
                 if body_version != version:
                     opsets[new.name] = body_version
+                if origins is not None:
+                    origins[new.name] = root
             nodes.extend(inlined)
             changed = True
         if not changed:

@@ -242,13 +242,6 @@ def _elu(ctx: NodeContext) -> Kernel:
     return lambda x: ops.mul(gamma, ops.where(ops.le(x, zero), ops.mul(alpha, ops.sub(ops.exp(x), one)), x))
 
 
-@converter("Softplus")
-def _softplus(ctx: NodeContext) -> Kernel:
-    dt = ctx.require_dtype("exp", 0)
-    one = _scalar(1.0, dt, ctx.device)
-    return lambda x: ops.log(ops.add(ops.exp(x), one))  # log(exp(x) + 1), the spec's formula
-
-
 @converter("Mod", attributes=("fmod",))
 def _mod(ctx: NodeContext) -> Kernel:
     dt = ctx.require_dtype("div", 0)

@@ -11,18 +11,20 @@ import numpy as np
 from .. import ops
 from .._tensor import tensor
 from ..errors import InvalidArgumentError
+from . import ops_nn3d
 from ._registry import Kernel, NodeContext, Unsupported, converter
 
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
-def _spatial_rank(ctx: NodeContext) -> int:
-    """1 or 2 spatial dims (1-d runs as 2-d with a unit height); anything else is outside the opset."""
+def _spatial_rank(ctx: NodeContext, most: int = 2) -> int:
+    """1 or 2 spatial dims (1-d runs as 2-d with a unit height; 3-d, where ``most`` is 3, on 2-d ops:
+    ops_nn3d); anything else is outside the opset."""
     rank = ctx.rank(0)
     if rank is None:
         raise Unsupported("the rank of the input is unknown after shape inference")
-    if rank not in (3, 4):
-        raise Unsupported(f"{rank - 2}-d {ctx.op_type} is outside the opset (1-d and 2-d only)")
+    if not 3 <= rank <= most + 2:
+        raise Unsupported(f"{rank - 2}-d {ctx.op_type} is outside the opset (1-d to {most}-d)")
     return rank - 2
 
 
@@ -92,7 +94,7 @@ def _lift_1d(fn: Kernel, weight_too: bool) -> Kernel:
 @converter("Conv", attributes=_CONV_ATTRS)
 def _conv(ctx: NodeContext) -> Kernel:
     ctx.require_dtype("conv2d", 0)
-    n = _spatial_rank(ctx)
+    n = _spatial_rank(ctx, most=3)
     wshape = ctx.shape(1)
     if wshape is None or not all(isinstance(d, int) for d in wshape[2:]):
         raise Unsupported("the weight's kernel dims must be static")
@@ -100,6 +102,8 @@ def _conv(ctx: NodeContext) -> Kernel:
     if kernel != list(wshape[2:]):
         raise Unsupported(f"kernel_shape {kernel} differs from the weight's {list(wshape[2:])}")
     strides, dilations, pads = _window(ctx, kernel)
+    if n == 3:
+        return ops_nn3d.conv3d(kernel, strides, dilations, pads, int(ctx.attr("group", 1)))
     stride, dilation, padding = _to_2d(n, strides, dilations, pads)
     fn = functools.partial(ops.conv2d, stride=stride, padding=padding, dilation=dilation,
                            groups=int(ctx.attr("group", 1)))
@@ -149,11 +153,16 @@ def _conv_transpose(ctx: NodeContext) -> Kernel:
 
 def _pool(ctx: NodeContext, op: str, fill: float | None, **extra: Any) -> Kernel:
     """max_pool2d / avg_pool2d; pads beyond half the kernel (outside the opset's pool) become an explicit pad."""
-    n = _spatial_rank(ctx)
+    n = _spatial_rank(ctx, most=3)
     kernel = list(ctx.attr("kernel_shape"))
     strides, dilations, pads = _window(ctx, kernel)
     if op == "avg_pool2d" and any(d != 1 for d in dilations):
         raise Unsupported("dilated AveragePool is outside the opset")
+    if n == 3:
+        if not ctx.dtype(0).is_floating:
+            raise Unsupported(f"3-d pooling of {ctx.dtype(0).name} is outside the opset (float types)")
+        return ops_nn3d.pool3d(op, kernel, strides, dilations, pads, bool(ctx.attr("ceil_mode", 0)),
+                               bool(extra.get("count_include_pad", False)), ctx.dtype(0))
     stride, dilation, padding = _to_2d(n, strides, dilations, pads)
     k2 = kernel if n == 2 else [1, kernel[0]]
     ceil_mode = bool(ctx.attr("ceil_mode", 0))

@@ -17,7 +17,8 @@ from onnx import numpy_helper
 from .. import ops
 from .._tensor import tensor
 from ..errors import InvalidArgumentError
-from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy
+from . import resize
+from ._registry import Kernel, NodeContext, Unsupported, converter, dtype_of_numpy, op_accepts
 from .dtypes import onnx_to_dtype
 from .limits import checked_numel
 
@@ -273,8 +274,8 @@ def _scatter(ctx: NodeContext) -> Kernel:
 @converter("Pad", attributes=("mode", "pads", "paddings", "value"))
 def _pad(ctx: NodeContext) -> Kernel:
     mode = ctx.attr("mode", "constant")
-    if mode not in ("constant", "reflect", "edge"):
-        raise Unsupported(f"mode={mode!r} is outside the opset")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise Unsupported(f"mode={mode!r} is not an ONNX Pad mode")
     rank = ctx.rank(0)
     if rank is None:
         raise Unsupported("the input's rank is unknown after shape inference")
@@ -310,9 +311,27 @@ def _pad(ctx: NodeContext) -> Kernel:
         amounts = pads if pads is not None else host_ints(p)
         fill = value if value is not None else float(v.numpy().reshape(-1)[0])
         ax = [_norm_axis(i, rank) for i in (axes if axes is not None else host_ints(a))]
-        return ops.pad(x, pads=full_pads(list(x.shape), amounts, ax), mode=mode, value=fill)
+        full = full_pads(list(x.shape), amounts, ax)
+        if mode == "wrap":
+            return _wrap_pad(ctx, x, full)
+        return ops.pad(x, pads=full, mode=mode, value=fill)
 
     return run
+
+
+def _wrap_pad(ctx: NodeContext, x: Any, full: list[int]) -> Any:
+    """Pad mode wrap: each padded axis gathers positions (i - begin) mod dim, the input repeated around."""
+    rank = x.ndim
+    for axis in range(rank):
+        begin, end = full[axis], full[rank + axis]
+        if not begin and not end:
+            continue
+        dim = x.shape[axis]
+        if dim == 0:
+            raise ctx.invalid(f"wrap padding of the empty axis {axis}")
+        index = np.asarray([(i - begin) % dim for i in range(begin + dim + end)], dtype=np.int64)
+        x = ops.gather(x, tensor(index, device=x.device), axis=axis)
+    return x
 
 
 @converter("Tile", attributes=("tiles", "axis"))
@@ -368,30 +387,65 @@ def _depth_space(ctx: NodeContext) -> Kernel:
 _REDUCE = {"ReduceSum": "sum", "ReduceMean": "mean", "ReduceMax": "max", "ReduceMin": "min", "ReduceProd": "prod"}
 
 
+def _empty_extreme(ctx: NodeContext, op: str, fn: Kernel, dt: Any) -> Kernel:
+    """max/min of ``dt`` that give the identity over an empty dim (-inf for max, +inf for min; the dtype's
+    lowest or highest integer), as ONNX's reference does; the opset's max and min need a nonempty one."""
+    if dt.is_floating:
+        fill = -math.inf if op == "max" else math.inf
+    else:
+        info = np.iinfo(dt.numpy)
+        fill = float(info.min if op == "max" else info.max)
+    exact = dt.is_floating or int(fill) == (info.min if op == "max" else info.max)
+
+    def run(x: Any, axes: list[int], keepdims: bool) -> Any:
+        dims = {_norm_axis(a, x.ndim) for a in axes} if axes else set(range(x.ndim))
+        if all(x.shape[a] for a in dims):
+            return fn(x, axes=axes, keepdims=keepdims)
+        if not exact:
+            raise ctx.invalid(f"{ctx.op_type} of {dt.name} over an empty dim: its identity is not a float")
+        shape = [1 if i in dims else d for i, d in enumerate(x.shape) if keepdims or i not in dims]
+        return ops.full(shape=shape, value=fill, dtype=dt, device=x.device)
+
+    return run
+
+
 @converter(*_REDUCE, attributes=("axes", "keepdims", "noop_with_empty_axes"))
 def _reduce(ctx: NodeContext) -> Kernel:
     op = _REDUCE[ctx.op_type]
-    ctx.require_dtype(op, 0)
+    is_bool = op in ("max", "min") and ctx.dtype(0).name == "bool"
+    if is_bool:  # max is any, min is all: on uint8 0/1, then back to bool
+        ctx.require_dtype("cast", 0)
+    else:
+        ctx.require_dtype(op, 0)
     since_input = 13 if ctx.op_type == "ReduceSum" else 18
     axes = _axes(ctx, 1, since_input)
     keepdims = bool(ctx.attr("keepdims", 1))
     noop = bool(ctx.attr("noop_with_empty_axes", 0))
-    fn = getattr(ops, op)
-    shape = ctx.shape(0)
-    if op in ("max", "min") and shape is not None and axes is not None:
-        reduced = [shape[a] for a in (axes or range(len(shape)))] if len(shape) else []
-        if 0 in reduced and not (noop and not axes):
-            raise Unsupported(f"{ctx.op_type} over an empty dim (the identity, +-inf) is outside the opset")
+    reduce = getattr(ops, op)
+    if op in ("max", "min"):
+        u8 = onnx_to_dtype(2)  # TensorProto.UINT8
+        reduce = _empty_extreme(ctx, op, reduce, u8 if is_bool else ctx.dtype(0))
+        if is_bool:
+            inner, boolean = reduce, ctx.dtype(0)
+
+            def reduce(x: Any, axes: list[int], keepdims: bool) -> Any:
+                return ops.cast(inner(ops.cast(x, to=u8), axes=axes, keepdims=keepdims), to=boolean)
+    else:
+        plain = reduce
+
+        def reduce(x: Any, axes: list[int], keepdims: bool) -> Any:
+            return plain(x, axes=axes, keepdims=keepdims)
+
     if axes is not None:
         if not axes and noop:
             return lambda x, *_: x
-        return lambda x, *_: fn(x, axes=axes, keepdims=keepdims)
+        return lambda x, *_: reduce(x, axes, keepdims)
 
     def run(x: Any, a: Any) -> Any:
         values = host_ints(a)
         if not values and noop:
             return x
-        return fn(x, axes=values, keepdims=keepdims)
+        return reduce(x, values, keepdims)
 
     return run
 
@@ -400,9 +454,18 @@ def _reduce(ctx: NodeContext) -> Kernel:
 def _arg(ctx: NodeContext) -> Kernel:
     op = ctx.op_type.lower()
     ctx.require_dtype(op, 0)
-    if ctx.attr("select_last_index", 0):
-        raise Unsupported("select_last_index=1 is outside the opset (the first index is returned)")
-    return functools.partial(getattr(ops, op), axis=int(ctx.attr("axis", 0)), keepdims=bool(ctx.attr("keepdims", 1)))
+    axis, keepdims = int(ctx.attr("axis", 0)), bool(ctx.attr("keepdims", 1))
+    first = functools.partial(getattr(ops, op), axis=axis, keepdims=keepdims)
+    if not ctx.attr("select_last_index", 0):
+        return first
+
+    def last(x: Any) -> Any:  # the first index in x reversed along the axis, counted from the end
+        dim = _norm_axis(axis, x.ndim)
+        reversed_x = ops.slice(x, starts=[-1], ends=[-_BIG], axes=[dim], steps=[-1])
+        top = tensor(np.asarray(x.shape[dim] - 1, dtype=np.int64), device=x.device)
+        return ops.sub(top, first(reversed_x))
+
+    return last
 
 
 @converter("CumSum", attributes=("exclusive", "reverse"))
@@ -578,11 +641,87 @@ def checked_resize(ctx: NodeContext, shape: tuple[int, ...], attrs: dict[str, An
     return attrs
 
 
+def _general_resize(ctx: NodeContext) -> Kernel:
+    """Resize in any mode and rank, one gather and weighted sum per axis (resize.py)."""
+    spec = resize.ResizeSpec(mode=ctx.attr("mode", "nearest"),
+                      coordinates=ctx.attr("coordinate_transformation_mode", "half_pixel"),
+                      nearest_mode=ctx.attr("nearest_mode", "round_prefer_floor"),
+                      cubic_a=float(ctx.attr("cubic_coeff_a", -0.75)),
+                      exclude_outside=bool(ctx.attr("exclude_outside", 0)), antialias=bool(ctx.attr("antialias", 0)),
+                      extrapolation=float(ctx.attr("extrapolation_value", 0.0)),
+                      aspect_policy=ctx.attr("keep_aspect_ratio_policy", "stretch"))
+    checks = ((spec.mode, resize.MODES, "mode"),
+              (spec.coordinates, resize.COORDINATE_MODES, "coordinate_transformation_mode"),
+              (spec.nearest_mode, resize.NEAREST_MODES, "nearest_mode"),
+              (spec.aspect_policy, resize.ASPECT_POLICIES, "keep_aspect_ratio_policy"))
+    for value, choices, what in checks:
+        if value not in choices:
+            raise Unsupported(f"{what}={value!r} is not an ONNX Resize mode")
+    dt = ctx.require_dtype("gather", 0)
+    if spec.mode != "nearest":
+        ctx.require_dtype("mul", 0)
+        if not dt.is_floating:
+            raise Unsupported(f"{spec.mode} Resize of {dt.name} is outside the opset (float types; nearest for all)")
+    if spec.antialias and spec.mode == "nearest":
+        raise Unsupported("antialias applies to linear and cubic Resize, not nearest")
+    axes_attr = [int(a) for a in ctx.attr("axes")] if "axes" in ctx.attrs else None
+    has_sizes = ctx.has_input(3)
+    consts = {i: ctx.const(i) for i in (1, 2, 3) if ctx.has_input(i)}
+    cache: dict[Any, Any] = {}
+
+    def values(i: int, t: Any) -> list[float] | None:
+        v = consts.get(i)
+        if v is None and t is not None:
+            v = t.numpy()
+        return None if v is None else [float(e) for e in np.asarray(v).reshape(-1)]
+
+    def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
+        shape = [int(d) for d in x.shape]
+        rank = len(shape)
+        axes = [_norm_axis(a, rank) for a in axes_attr] if axes_attr is not None else list(range(rank))
+        given_sizes = values(3, sizes) if has_sizes else None
+        given_scales = None if has_sizes else values(2, scales)
+        window = values(1, roi) if spec.coordinates == "tf_crop_and_resize" else None
+        key = (tuple(shape), tuple(given_sizes or ()), tuple(given_scales or ()), tuple(window or ()))
+        steps = cache.get(key)
+        if steps is None:
+            if given_sizes is not None and len(given_sizes) != len(axes):
+                raise ctx.invalid(f"sizes {given_sizes} for {len(axes)} axes")
+            if given_sizes is None and (given_scales is None or len(given_scales) != len(axes)):
+                raise ctx.invalid(f"scales {given_scales} for {len(axes)} axes (or sizes) are needed")
+            if given_scales is not None and not all(math.isfinite(f) and f > 0 for f in given_scales):
+                raise ctx.invalid(f"scales {given_scales} must be finite and positive")
+            if given_sizes is not None and any(s < 0 for s in given_sizes):
+                raise ctx.invalid(f"sizes {given_sizes} must not be negative")
+            out, factors = resize.output_plan(shape, given_scales, [int(s) for s in given_sizes] if given_sizes else
+                                       given_sizes, axes, spec.aspect_policy)
+            ctx.check_output(out, dt)
+            full_roi = None
+            if window is not None:
+                if len(window) != 2 * len(axes):
+                    raise ctx.invalid(f"roi {window} for {len(axes)} axes")
+                full_roi = [0.0] * rank + [1.0] * rank
+                for k, a in enumerate(axes):
+                    full_roi[a], full_roi[rank + a] = window[k], window[len(axes) + k]
+            steps = cache[key] = resize.plan_resize(spec, shape, out, factors, full_roi, dt, x.device)
+            if len(cache) > 16:  # a model resizing to ever new sizes: keep the newest plans only
+                cache.pop(next(iter(cache)))
+        return resize.run_steps(x, steps) if steps else x
+
+    return run
+
+
 @converter("Resize", attributes=_RESIZE_ATTRS, since=11)
 def _resize(ctx: NodeContext) -> Kernel:
-    ctx.require_dtype("resize", 0)
-    ctx.require_rank(0, 4)
-    mode, rule = _resize_mode(ctx)
+    """The opset's resize op where it covers the node (rank 4, its modes and factors), else every mode by
+    gathers and weighted sums (_general_resize)."""
+    ctx.require_dtype("gather", 0)
+    if ctx.rank(0) != 4 or not op_accepts("resize", ctx.dtype(0)):
+        return _general_resize(ctx)
+    try:
+        mode, rule = _resize_mode(ctx)
+    except Unsupported:
+        return _general_resize(ctx)
     axes = list(ctx.attr("axes")) if "axes" in ctx.attrs else None
     has_sizes = ctx.has_input(3)
     sizes_const = ctx.const_ints(3) if has_sizes else None
@@ -590,21 +729,26 @@ def _resize(ctx: NodeContext) -> Kernel:
     if scales_const is not None:
         scales_const = [float(v) for v in np.asarray(scales_const).reshape(-1)]
     static = ctx.static_shape(0)
+    general = _general_resize(ctx)
     if static is not None and (sizes_const is not None or scales_const is not None):
         try:
             attrs = _resize_attrs(static, scales_const, sizes_const, axes, rule)
-        except InvalidArgumentError as exc:
-            raise Unsupported(exc.reason) from None
+        except InvalidArgumentError:
+            return general
         checked_resize(ctx, static, attrs)
         return lambda x, *_: ops.resize(x, mode=mode, **attrs)
 
     def run(x: Any, roi: Any = None, scales: Any = None, sizes: Any = None) -> Any:
-        if has_sizes:
-            given = sizes_const if sizes_const is not None else host_ints(sizes)
-            attrs = _resize_attrs(x.shape, None, given, axes, rule)
-        else:
-            given_scales = scales_const if scales_const is not None else [float(v) for v in scales.numpy().reshape(-1)]
-            attrs = _resize_attrs(x.shape, given_scales, None, axes, rule)
+        try:
+            if has_sizes:
+                given = sizes_const if sizes_const is not None else host_ints(sizes)
+                attrs = _resize_attrs(x.shape, None, given, axes, rule)
+            else:
+                given_scales = (scales_const if scales_const is not None
+                                else [float(v) for v in scales.numpy().reshape(-1)])
+                attrs = _resize_attrs(x.shape, given_scales, None, axes, rule)
+        except InvalidArgumentError:
+            return general(x, roi, scales, sizes)
         return ops.resize(x, mode=mode, **checked_resize(ctx, x.shape, attrs))
 
     return run

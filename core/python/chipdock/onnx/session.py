@@ -28,8 +28,19 @@ from .._dtypes import dtype
 from .._runtime import Device, _resolve_device
 from .._tensor import tensor
 from ..errors import InvalidArgumentError, OutOfMemoryError
-from . import ops_elementwise, ops_nn, ops_tensor  # noqa: F401  (register the converters)
+from . import (  # noqa: F401  (register the converters)
+    ops_elementwise,
+    ops_index,
+    ops_loss,
+    ops_math,
+    ops_nn,
+    ops_quant,
+    ops_recurrent,
+    ops_signal,
+    ops_tensor,
+)
 from ._registry import NodeContext, Unsupported, find_converter
+from .coverage import refusal
 from .dtypes import onnx_to_dtype, onnx_type_name
 from .graph import attribute_values, default_opset, expand_functions, infer_shapes, load_model
 from .limits import MemoryBudget, MemoryLimitError, format_size, static_nbytes
@@ -37,13 +48,24 @@ from .ops_tensor import MAX_SHAPE_VALUES, Concat, Folded
 
 
 class UnsupportedModelError(InvalidArgumentError):
-    """The model has nodes outside the opset; ``nodes`` lists every one as (name, op_type, reason)."""
+    """The model has nodes outside the opset; ``nodes`` lists every one as (name, op_type, reason).
 
-    def __init__(self, nodes: list[tuple[str, str, str]], device: str) -> None:
+    Names and op types are those of the model's own nodes: a problem inside the function body of one of
+    them is that node's (the reason names the body's op). ``op_types`` maps each refused op type to its
+    nodes' names, and ``opset`` is the model's ai.onnx opset.
+    """
+
+    def __init__(self, nodes: list[tuple[str, str, str]], device: str, opset: int | None = None) -> None:
+        self.op_types: dict[str, list[str]] = {}
+        for name, op_type, _ in nodes:
+            self.op_types.setdefault(op_type, []).append(name)
+        summary = "; ".join(f"{op} ({', '.join(names)})" for op, names in self.op_types.items())
         lines = "\n".join(f"  {name} ({op_type}): {reason}" for name, op_type, reason in nodes)
-        reason = f"{len(nodes)} node(s) cannot run on the opset:\n{lines}"
+        at = f" of ai.onnx opset {opset}" if opset is not None else ""
+        reason = (f"{len(nodes)} node(s) of the model{at} cannot run on the opset; op types: {summary}\n{lines}")
         super().__init__(f"[onnx] Session({device}): {reason}", backend="onnx", call="Session", reason=reason)
         self.nodes = nodes
+        self.opset = opset
 
 
 @dataclass(frozen=True)
@@ -153,7 +175,7 @@ class Session:
         self._errors: list[tuple[str, str, str]] = []
         self._plan(proto)
         if self._errors:
-            raise UnsupportedModelError(self._errors, str(self.device))
+            raise UnsupportedModelError(self._user_errors(), str(self.device), self.opset)
         self._finish()
         self._budget.call = "Session.run"
 
@@ -168,13 +190,43 @@ class Session:
             strict_failure = None
         except InvalidArgumentError as exc:
             strict_failure = exc  # ONNX's inference of some function ops misses attribute defaults
-        proto, self._node_opsets = expand_functions(proto)
+        self._origins: dict[str, tuple[str, str]] = {}
+        proto, self._node_opsets = expand_functions(proto, origins=self._origins)
         if strict_failure is not None:
             try:
                 return infer_shapes(proto)
             except InvalidArgumentError:
-                raise strict_failure from None
+                return self._typed_through_bodies(proto, strict_failure)
         return infer_shapes(proto, strict=False)
+
+    @staticmethod
+    def _typed_through_bodies(proto: onnx.ModelProto, failure: InvalidArgumentError) -> onnx.ModelProto:
+        """The model typed from a copy with every function op inlined, where ONNX's inference of a function
+        op that runs natively fails (MeanVarianceNormalization's misses its attribute defaults); the model as
+        given still runs. Refused with ``failure`` when the inlined copy does not type-check either."""
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        expanded, _ = expand_functions(copy, expand_all=True)
+        try:
+            typed = infer_shapes(expanded)
+        except InvalidArgumentError:
+            raise failure from None
+        known = {v.name for v in (*proto.graph.input, *proto.graph.output, *proto.graph.value_info)}
+        produced = {o for node in proto.graph.node for o in node.output}
+        proto.graph.value_info.extend(v for v in typed.graph.value_info if v.name in produced and v.name not in known)
+        return infer_shapes(proto, strict=False)
+
+    def _user_errors(self) -> list[tuple[str, str, str]]:
+        """The refused nodes as the model names them: the problems of a function body's nodes become one
+        entry of the node the body replaced (its reasons naming the body's ops), in the model's order."""
+        merged: dict[tuple[str, str], list[str]] = {}
+        for name, op_type, reason in self._errors:
+            origin = self._origins.get(name)
+            if origin is None:
+                merged.setdefault((name, op_type), []).append(reason)
+            else:
+                merged.setdefault(origin, []).append(f"its function body's {op_type}: {reason}")
+        return [(name, op_type, "; ".join(dict.fromkeys(reasons))) for (name, op_type), reasons in merged.items()]
 
     def _slot(self, name: str) -> int:
         slot = self._slots.get(name)
@@ -269,7 +321,7 @@ class Session:
         problems = []
         conv = find_converter(node.op_type, self._node_opsets.get(name, self.opset))
         if conv is None:
-            problems.append("unknown op (no converter and no function body)")
+            problems.append(refusal(node.op_type))
         else:
             extra = sorted(a.name for a in node.attribute if a.name not in conv.attributes)
             if extra:
