@@ -25,10 +25,11 @@ import json
 import os
 import platform
 import sys
-import time
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+from _timing import best_of
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # before chipdock (OpenMP) loads
 
@@ -172,20 +173,9 @@ def torch_fn(kind: str, x: Any, y: Any) -> Any:
 def best_us(fn: Any, repeat: int) -> float:
     fn()  # warm up (plans, caches, first-touch pages)
     number = 1
-    while True:  # enough calls per sample for ~2 ms
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - t > 2e-3 or number >= 1 << 12:
-            break
-        number *= 2
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        out.append((time.perf_counter() - t) / number)
-    return min(out) * 1e6
+    while number < 1 << 12 and best_of(fn, 1, number) * number <= 2e-3:
+        number *= 2  # enough calls per sample for ~2 ms
+    return best_of(fn, repeat, number) * 1e6
 
 
 def run(label: str, repeat: int, only: list[str] | None) -> dict[str, Any]:
